@@ -1,0 +1,41 @@
+// Package ranking is rankd's domain: boards, period calendars, keys, score
+// codecs, routing of events to board updates, and the Redis store that applies
+// updates atomically and answers queries.
+//
+// # Exact semantics (the contract the oracle in internal/oracle checks)
+//
+// Store.Apply takes a slice of Updates. Consecutive updates with the same
+// MsgID form one event. An event whose MsgID was already applied (within the
+// dedupe TTL) is a duplicate: none of its updates is applied. Updates are
+// judged in input order, per stream = (board, dims):
+//
+//  1. Period: j = board calendar At(update.Time); total boards have one
+//     period, "all".
+//  2. Late: the stream time st is the largest Time among the stream's
+//     accepted updates so far (kept in Redis). An update of period j is late
+//     when st >= j.End + board.Grace. A late update is not applied and is
+//     reported with StatusLate. Total boards are never late.
+//  3. Range: an update whose result would leave the board's exact range
+//     (Codec.MaxValue; for sum boards the member's value in period j after
+//     adding base and delta; for rolling boards the per-period bound is
+//     MaxValue/N so the window sum always fits) or whose tie time does not fit
+//     (total boards: outside [TieEpoch, TieEpoch+TieHorizon)) is reported with
+//     StatusOutOfRange and not applied. On keep_top sum boards a delta <= 0 is
+//     out of range (keep_top needs updates that never lower a member).
+//  4. Apply to member m of period j (st = max(st, Time)):
+//     - sum: absent -> value = base (if the board has base and the update
+//     carries one, else 0) + delta; present -> value += delta. tie = max(tie, t).
+//     - max: absent, or v > value -> value = v, tie = t; v == value -> tie =
+//     min(tie, t). min: symmetric.
+//     - last: the update with the greatest (Time, MsgID) wins; tie = its Time.
+//     Times are compared after quantizing to the board's TieUnit.
+//  5. Rolling boards: S(k)[m] = sum of P(i)[m] for i in [k-N+1, k], present
+//     when m is present in any of them; its tie is the max of their ties.
+//  6. keep_top K: the sorted set holds the top K members of the full board
+//     (Redis order among equal encoded scores); every member's exact encoded
+//     score is kept in a hash.
+//
+// Scores in Redis are Codec-encoded: value * 2^TieBits + tie part, so equal
+// values are ordered by tie time and every score stays within the 53-bit
+// exact range of a double.
+package ranking

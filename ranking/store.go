@@ -1,0 +1,210 @@
+package ranking
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed lua/*.lua
+var luaFS embed.FS
+
+func mustScript(name string) *redis.Script {
+	src, err := luaFS.ReadFile("lua/" + name)
+	if err != nil {
+		panic(err)
+	}
+	return redis.NewScript(string(src))
+}
+
+var (
+	applyScript    = mustScript("apply.lua")
+	rolloverScript = mustScript("rollover.lua")
+)
+
+// DefaultTieEpoch is the origin of tie times on total boards without TieEpoch.
+var DefaultTieEpoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Store applies updates to Redis sorted sets and answers queries. It is safe
+// for concurrent use. On a *redis.ClusterClient it groups work per hash slot;
+// on any other client one script call may cover many boards.
+type Store struct {
+	rdb      redis.UniversalClient
+	cluster  bool
+	boards   map[string]*boardState
+	order    []string
+	prefix   string
+	ttl      time.Duration
+	now      func() time.Time
+	log      *slog.Logger
+	maxCall  int // updates per script call
+	chunk    int // members per rollover chunk
+	lockTTL  time.Duration
+	knownMu  sync.Mutex
+	known    map[string]bool // dims tags registered in Redis
+	rollWait time.Duration
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithPrefix sets the key prefix (default "rankd").
+func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
+
+// WithDedupeTTL sets how long message IDs are remembered (default 24h).
+func WithDedupeTTL(d time.Duration) Option { return func(s *Store) { s.ttl = d } }
+
+// WithClock sets the wall clock used to resolve "current" periods in queries.
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
+
+// WithCallSize bounds the updates carried by one script call (default 500),
+// which bounds how long one call blocks Redis.
+func WithCallSize(n int) Option { return func(s *Store) { s.maxCall = n } }
+
+// WithRolloverChunk sets the members carried per rollover script call
+// (default 500).
+func WithRolloverChunk(n int) Option { return func(s *Store) { s.chunk = n } }
+
+// boardState is a board plus everything derived from it once.
+type boardState struct {
+	b        *Board
+	cal      Calendar
+	codec    Codec
+	tieMode  int   // 0 none, 1 part = tie, 2 part = max - tie
+	lo, hi   int64 // accepted value range (per period for rolling boards)
+	retMs    int64 // TTL of period keys after the period ends (0 = keep)
+	metaTTL  int64
+	epochMs  int64
+	graceMs  int64
+	unitMs   int64
+	keyKinds string
+}
+
+func newBoardState(b *Board) (*boardState, error) {
+	c, err := NewCodec(b)
+	if err != nil {
+		return nil, err
+	}
+	st := &boardState{b: b, cal: b.Calendar(), codec: c, graceMs: b.Grace.Milliseconds()}
+	st.unitMs = c.TieUnit.Milliseconds()
+	if st.unitMs <= 0 {
+		st.unitMs = 1000
+	}
+	if b.Tiebreak != TieNone {
+		if (b.Tiebreak == TieFirst) == (b.Order == Asc) {
+			st.tieMode = 1
+		} else {
+			st.tieMode = 2
+		}
+	}
+	st.hi = c.MaxValue()
+	st.lo = -st.hi
+	if len(b.Sort) > 0 {
+		st.lo = 0
+	}
+	epoch := b.TieEpoch
+	if epoch.IsZero() {
+		epoch = DefaultTieEpoch
+	}
+	st.epochMs = epoch.UnixMilli()
+	switch b.Window {
+	case WindowPeriodic:
+		ret := b.Retention
+		if ret <= 0 {
+			ret = 2 * b.Every.MaxLength()
+		}
+		st.retMs = max(ret, b.Grace).Milliseconds()
+	case WindowRolling:
+		if b.Aggregate != AggSum {
+			return nil, fmt.Errorf("board %q: rolling boards need aggregate sum", b.Name)
+		}
+		if b.Periods < 1 {
+			return nil, fmt.Errorf("board %q: rolling boards need periods >= 1", b.Name)
+		}
+		st.hi /= int64(b.Periods)
+		st.lo = -st.hi
+		need := time.Duration(b.Periods+1)*b.Every.MaxLength() + b.Grace
+		st.retMs = max(b.Retention, need).Milliseconds()
+	}
+	if st.retMs > 0 {
+		st.metaTTL = 2*st.retMs + b.Every.MaxLength().Milliseconds()
+	}
+	return st, nil
+}
+
+// NewStore returns a Store for the given boards.
+func NewStore(rdb redis.UniversalClient, boards []*Board, opts ...Option) (*Store, error) {
+	s := &Store{
+		rdb: rdb, boards: map[string]*boardState{}, prefix: "rankd", ttl: 24 * time.Hour,
+		now: time.Now, log: slog.Default(), maxCall: 500, chunk: 500, lockTTL: 30 * time.Second,
+		known: map[string]bool{}, rollWait: 30 * time.Second,
+	}
+	_, s.cluster = rdb.(*redis.ClusterClient)
+	for _, o := range opts {
+		o(s)
+	}
+	if strings.ContainsAny(s.prefix, "{}:") || s.prefix == "" {
+		return nil, fmt.Errorf("key prefix %q: must be non-empty without '{', '}' or ':'", s.prefix)
+	}
+	for _, b := range boards {
+		if _, dup := s.boards[b.Name]; dup {
+			return nil, fmt.Errorf("board %q declared twice", b.Name)
+		}
+		st, err := newBoardState(b)
+		if err != nil {
+			return nil, err
+		}
+		s.boards[b.Name] = st
+		s.order = append(s.order, b.Name)
+	}
+	return s, nil
+}
+
+// Boards returns the store's boards in declaration order.
+func (s *Store) Boards() []*Board {
+	out := make([]*Board, len(s.order))
+	for i, n := range s.order {
+		out[i] = s.boards[n].b
+	}
+	return out
+}
+
+// Codec returns the score codec of a board.
+func (s *Store) Codec(board string) (Codec, bool) {
+	st, ok := s.boards[board]
+	if !ok {
+		return Codec{}, false
+	}
+	return st.codec, true
+}
+
+// ErrUnknownBoard is returned for a board name the store does not know.
+var ErrUnknownBoard = errors.New("unknown board")
+
+func (s *Store) board(name string) (*boardState, error) {
+	st, ok := s.boards[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownBoard, name)
+	}
+	return st, nil
+}
+
+func (s *Store) dimsKey(board string) string { return s.prefix + ":dims:" + board }
+
+func (s *Store) metaKey(tag string) string { return Key(s.prefix, tag, "meta", "") }
+
+// Ping checks that Redis answers.
+func (s *Store) Ping(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }
+
+// isNoScript reports a NOSCRIPT reply.
+func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }

@@ -1,0 +1,319 @@
+package ranking
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// call is one script call under construction: events of one slot.
+type call struct {
+	slot   int
+	groups map[string]*callGroup // by tag
+	gorder []*callGroup
+	events [][]int // per event: indexes of its updates in the Apply input
+	nups   int
+	evArgs []any
+}
+
+// callGroup is one stream (board+dims) inside a call.
+type callGroup struct {
+	idx     int // 1-based, as the script numbers groups
+	tag     string
+	st      *boardState
+	periods []Period
+	pidx    map[int64]int // period start ms -> 1-based index in periods
+	last    Period        // cache for At
+}
+
+func (g *callGroup) period(t time.Time) Period {
+	if !g.last.End.IsZero() && !t.Before(g.last.Start) && t.Before(g.last.End) {
+		return g.last
+	}
+	g.last = g.st.cal.At(t)
+	return g.last
+}
+
+// Apply applies updates atomically per event and slot; see the package doc
+// for semantics. A non-nil error is transient (Redis unreachable, timeout):
+// the caller retries the same updates, which is safe thanks to dedupe.
+// Validation errors (unknown board, wrong number of dims) are returned before
+// anything is written.
+func (s *Store) Apply(ctx context.Context, ups []Update) (Result, error) {
+	res := Result{Status: make([]Status, len(ups))}
+	if len(ups) == 0 {
+		return res, nil
+	}
+	calls, newTags, err := s.plan(ups)
+	if err != nil {
+		return res, err
+	}
+	pending := calls
+	for attempt := 0; len(pending) > 0; attempt++ {
+		failed, err := s.exec(ctx, pending, newTags, res.Status)
+		newTags = nil
+		if err != nil {
+			return res, err
+		}
+		if len(failed) > 0 {
+			if attempt > 0 {
+				return res, fmt.Errorf("applying batch: script still missing after SCRIPT LOAD")
+			}
+			if err := applyScript.Load(ctx, s.rdb).Err(); err != nil {
+				return res, fmt.Errorf("loading apply script: %w", err)
+			}
+		}
+		pending = failed
+	}
+	s.knownMu.Lock()
+	for _, c := range calls {
+		for tag, g := range c.groups {
+			s.known[g.st.b.Name+"\x00"+tag] = true
+		}
+	}
+	s.knownMu.Unlock()
+	return res, nil
+}
+
+// exec runs calls in one pipeline and fills status. It returns the calls that
+// failed with NOSCRIPT (not executed; to be retried after loading the script).
+func (s *Store) exec(ctx context.Context, calls []*call, newTags map[string][]any, status []Status) ([]*call, error) {
+	pipe := s.rdb.Pipeline()
+	for board, tags := range newTags {
+		pipe.SAdd(ctx, s.dimsKey(board), tags...)
+	}
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, c := range calls {
+		cmds[i] = applyScript.EvalSha(ctx, pipe, []string{s.dedupePrefix(c.slot)}, c.args(s)...)
+	}
+	_, _ = pipe.Exec(ctx) // every command's error is checked below
+	var failed []*call
+	for i, c := range calls {
+		out, err := cmds[i].Slice()
+		if isNoScript(err) {
+			failed = append(failed, c)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("applying batch: %w", err)
+		}
+		if len(out) != len(c.events) {
+			return nil, fmt.Errorf("applying batch: script returned %d events, want %d", len(out), len(c.events))
+		}
+		for e, o := range out {
+			codes, _ := o.(string)
+			idx := c.events[e]
+			if len(codes) != len(idx) {
+				return nil, fmt.Errorf("applying batch: script returned %q for %d updates", codes, len(idx))
+			}
+			for k, u := range idx {
+				status[u] = Status(codes[k] - '0')
+			}
+		}
+	}
+	return failed, nil
+}
+
+func (s *Store) dedupePrefix(slot int) string {
+	if !s.cluster {
+		return s.prefix + ":d:"
+	}
+	return s.prefix + ":{" + SlotTag(slot) + "}:d:"
+}
+
+// plan splits updates into events, events into per-slot script calls of
+// bounded size, and collects dims tags not yet registered.
+func (s *Store) plan(ups []Update) ([]*call, map[string][]any, error) {
+	var calls []*call
+	open := map[int]*call{} // slot -> call being filled
+	newTags := map[string][]any{}
+	seenTag := map[string]bool{}
+	tags := make([]string, len(ups))
+	slots := make([]int, len(ups))
+	for i := range ups {
+		u := &ups[i]
+		st, err := s.board(u.Board)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(u.Dims) != len(st.b.Dims) {
+			return nil, nil, fmt.Errorf("board %q: %d dims values, want %d", u.Board, len(u.Dims), len(st.b.Dims))
+		}
+		if i > 0 && ups[i-1].Board == u.Board && sameDims(ups[i-1].Dims, u.Dims) {
+			tags[i], slots[i] = tags[i-1], slots[i-1]
+		} else {
+			tags[i] = Tag(u.Board, u.Dims)
+			if s.cluster {
+				slots[i] = Slot("{" + tags[i] + "}")
+			}
+		}
+		k := u.Board + "\x00" + tags[i]
+		if !seenTag[k] {
+			seenTag[k] = true
+			s.knownMu.Lock()
+			known := s.known[k]
+			s.knownMu.Unlock()
+			if !known {
+				newTags[u.Board] = append(newTags[u.Board], tags[i])
+			}
+		}
+	}
+	for start := 0; start < len(ups); {
+		end := start + 1
+		for end < len(ups) && ups[end].MsgID == ups[start].MsgID {
+			end++
+		}
+		// one event: ups[start:end], split by slot
+		var bySlot map[int][]int
+		for i := start; i < end; i++ {
+			if bySlot == nil {
+				bySlot = map[int][]int{}
+			}
+			bySlot[slots[i]] = append(bySlot[slots[i]], i)
+		}
+		for i := start; i < end; i++ {
+			idx, ok := bySlot[slots[i]]
+			if !ok {
+				continue
+			}
+			delete(bySlot, slots[i])
+			c := open[slots[i]]
+			if c == nil || c.nups+len(idx) > s.maxCall {
+				c = &call{slot: slots[i], groups: map[string]*callGroup{}}
+				open[slots[i]] = c
+				calls = append(calls, c)
+			}
+			c.addEvent(s, ups, tags, idx)
+		}
+		start = end
+	}
+	return calls, newTags, nil
+}
+
+func sameDims(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *call) addEvent(s *Store, ups []Update, tags []string, idx []int) {
+	c.events = append(c.events, idx)
+	c.nups += len(idx)
+	c.evArgs = append(c.evArgs, ups[idx[0]].MsgID, len(idx))
+	for _, i := range idx {
+		u := &ups[i]
+		g := c.groups[tags[i]]
+		if g == nil {
+			g = &callGroup{idx: len(c.gorder) + 1, tag: tags[i], st: s.boards[u.Board], pidx: map[int64]int{}}
+			c.groups[tags[i]] = g
+			c.gorder = append(c.gorder, g)
+		}
+		p := g.period(u.Time)
+		pi, ok := g.pidx[p.Start.UnixMilli()]
+		if !ok {
+			g.periods = append(g.periods, p)
+			pi = len(g.periods)
+			g.pidx[p.Start.UnixMilli()] = pi
+		}
+		base := ""
+		if u.HasBase && g.st.b.HasBase {
+			base = strconv.FormatInt(u.Base, 10)
+		}
+		// period indexes are fixed up in args() once the table is final
+		c.evArgs = append(c.evArgs, g.idx, pi, u.Member, u.Value, u.Time.UnixMilli(), base)
+	}
+}
+
+// args renders the call; rolling groups get a consecutive period table that
+// covers N-1 periods on each side of the periods used.
+func (c *call) args(s *Store) []any {
+	remap := make([][]int, len(c.gorder)) // group -> old index -> new index
+	args := make([]any, 0, 4+len(c.gorder)*20+len(c.evArgs))
+	args = append(args, s.prefix, s.dedupePrefix(c.slot), s.ttl.Milliseconds(), len(c.gorder))
+	for gi, g := range c.gorder {
+		st := g.st
+		b := st.b
+		table := g.periods
+		remap[gi] = make([]int, len(g.periods)+1)
+		if b.Window == WindowRolling {
+			table = rollingTable(st.cal, g.periods, b.Periods)
+			at := map[int64]int{}
+			for i, p := range table {
+				at[p.Start.UnixMilli()] = i + 1
+			}
+			for old, p := range g.periods {
+				remap[gi][old+1] = at[p.Start.UnixMilli()]
+			}
+		} else {
+			for i := range g.periods {
+				remap[gi][i+1] = i + 1
+			}
+		}
+		asc := 0
+		if b.Order == Asc {
+			asc = 1
+		}
+		args = append(args, g.tag, int(b.Window), int(b.Aggregate), st.tieMode, st.codec.TieBits, st.unitMs,
+			st.lo, st.hi, b.KeepTop, asc, st.graceMs, b.Periods, st.retMs, st.metaTTL, st.epochMs, len(table))
+		for _, p := range table {
+			args = append(args, p.ID, p.Start.UnixMilli(), endMs(p))
+		}
+	}
+	args = append(args, len(c.events))
+	ev := c.evArgs
+	for i := 0; i < len(ev); {
+		args = append(args, ev[i], ev[i+1])
+		n := ev[i+1].(int)
+		i += 2
+		for k := 0; k < n; k++ {
+			gi := ev[i].(int)
+			args = append(args, gi, remap[gi-1][ev[i+1].(int)], ev[i+2], ev[i+3], ev[i+4], ev[i+5])
+			i += 6
+		}
+	}
+	return args
+}
+
+// endMs caps far-future ends (total boards) to an exact double.
+func endMs(p Period) int64 {
+	const maxExact = 1 << 52
+	if e := p.End.UnixMilli(); e < maxExact {
+		return e
+	}
+	return maxExact
+}
+
+// rollingTable returns consecutive periods from N-1 before the first used
+// period to N-1 after the last one.
+func rollingTable(cal Calendar, used []Period, n int) []Period {
+	lo, hi := used[0], used[0]
+	for _, p := range used[1:] {
+		if p.Start.Before(lo.Start) {
+			lo = p
+		}
+		if p.Start.After(hi.Start) {
+			hi = p
+		}
+	}
+	for i := 1; i < n; i++ {
+		lo = cal.Prev(lo)
+	}
+	table := []Period{lo}
+	for p := lo; p.Start.Before(hi.Start); {
+		p = cal.Next(p)
+		table = append(table, p)
+	}
+	for i := 1; i < n; i++ {
+		table = append(table, cal.Next(table[len(table)-1]))
+	}
+	return table
+}
