@@ -87,7 +87,7 @@ type boardState struct {
 	epochMs  int64
 	graceMs  int64
 	unitMs   int64
-	keyKinds string
+	fast     int // 1: plain sum board (no tie, keep_top or base): the script increments without reading
 }
 
 func newBoardState(b *Board) (*boardState, error) {
@@ -106,6 +106,9 @@ func newBoardState(b *Board) (*boardState, error) {
 		} else {
 			st.tieMode = 2
 		}
+	}
+	if b.Aggregate == AggSum && st.tieMode == 0 && b.KeepTop == 0 && !b.HasBase {
+		st.fast = 1
 	}
 	st.hi = c.MaxValue()
 	st.lo = -st.hi
@@ -127,6 +130,9 @@ func newBoardState(b *Board) (*boardState, error) {
 	case WindowRolling:
 		if b.Aggregate != AggSum {
 			return nil, fmt.Errorf("board %q: rolling boards need aggregate sum", b.Name)
+		}
+		if b.KeepTop > 0 || b.HasBase {
+			return nil, fmt.Errorf("board %q: rolling boards cannot have keep_top or base", b.Name)
 		}
 		if b.Periods < 1 {
 			return nil, fmt.Errorf("board %q: rolling boards need periods >= 1", b.Name)

@@ -263,7 +263,7 @@ func (c *call) args(s *Store) []any {
 			asc = 1
 		}
 		args = append(args, g.tag, int(b.Window), int(b.Aggregate), st.tieMode, st.codec.TieBits, st.unitMs,
-			st.lo, st.hi, b.KeepTop, asc, st.graceMs, b.Periods, st.retMs, st.metaTTL, st.epochMs, len(table))
+			st.lo, st.hi, b.KeepTop, asc, st.graceMs, b.Periods, st.retMs, st.metaTTL, st.epochMs, st.fast, len(table))
 		for _, p := range table {
 			args = append(args, p.ID, p.Start.UnixMilli(), endMs(p))
 		}

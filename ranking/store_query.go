@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -110,3 +111,500 @@ type Entry struct {
 	Score  float64 // raw encoded score
 	Rank   int64   // 1-based row rank
 }
+
+// Queries for the HTTP API: Top, Member, Around and Count. Each reads one
+// board+dims and period; the first round trip of each is a MULTI/EXEC, so the
+// listing, the member's position and the counts come from one snapshot.
+
+// MaxLimit is the largest page Top returns; Around takes n <= MaxLimit/2.
+const MaxLimit = 1000
+
+// denseWalkCap bounds the distinct values the dense rank walk visits.
+const denseWalkCap = 10000
+
+var denseScript = mustScript("dense.lua")
+
+var (
+	// ErrMemberNotFound is returned by Around for a member absent from the
+	// board.
+	ErrMemberNotFound = errors.New("member not found")
+	// ErrBadLimit is returned for a Top limit outside [1, MaxLimit] or an
+	// Around n outside [0, MaxLimit/2].
+	ErrBadLimit = errors.New("bad limit")
+	// ErrBadRankMode is returned for an unknown rank mode.
+	ErrBadRankMode = errors.New("bad rank mode")
+)
+
+// RankMode says how equal values are ranked. Whatever the mode, entries are
+// listed in sorted-set order (value, then tiebreak).
+type RankMode int
+
+const (
+	// RankRow ranks by position: 1, 2, 3, 4 (the default).
+	RankRow RankMode = iota
+	// RankCompetition gives equal decoded values the same rank, 1 + the
+	// number of members with a strictly better value: 1, 2, 2, 4.
+	RankCompetition
+	// RankDense gives equal decoded values the same rank, 1 + the number of
+	// distinct strictly better values: 1, 2, 2, 3.
+	RankDense
+)
+
+// ParseRankMode parses "row" (or ""), "competition" or "dense".
+func ParseRankMode(s string) (RankMode, error) {
+	switch s {
+	case "", "row":
+		return RankRow, nil
+	case "competition":
+		return RankCompetition, nil
+	case "dense":
+		return RankDense, nil
+	}
+	return 0, fmt.Errorf("%w %q: want row, competition or dense", ErrBadRankMode, s)
+}
+
+func (m RankMode) String() string {
+	switch m {
+	case RankRow:
+		return "row"
+	case RankCompetition:
+		return "competition"
+	case RankDense:
+		return "dense"
+	}
+	return fmt.Sprintf("rankmode(%d)", int(m))
+}
+
+func (m RankMode) check() error {
+	if m < RankRow || m > RankDense {
+		return fmt.Errorf("%w %d", ErrBadRankMode, int(m))
+	}
+	return nil
+}
+
+// Page is a slice of a board in rank order, with Entry.Rank in the requested
+// RankMode.
+type Page struct {
+	Board   string
+	Dims    []string
+	Period  Period
+	Count   int64 // members of the board (keep_top: also those trimmed from the set)
+	Entries []Entry
+	// Complete is false on a keep_top board whose sorted set was trimmed:
+	// members exist beyond it that no page lists.
+	Complete bool
+	// RankApprox is true when some ranks are lower bounds: a keep_top member
+	// outside the set, or a dense walk that hit its cap.
+	RankApprox bool
+}
+
+// MemberInfo is one member's standing on a board.
+type MemberInfo struct {
+	Member string
+	Found  bool
+	Value  int64   // decoded value
+	Tie    int64   // tie offset (see Entry.Tie)
+	Score  float64 // raw encoded score
+	// Rank is 1-based in the requested mode. RankApprox marks a lower bound:
+	// a keep_top member outside the set (row mode: set size + 1), or a dense
+	// rank beyond the walk's cap.
+	Rank       int64
+	RankApprox bool
+	// PrevRank is the member's rank, same mode, in the period before Period;
+	// PrevFound is false (and PrevRank 0) when it is absent there. Total
+	// boards have no previous period.
+	PrevRank  int64
+	PrevFound bool
+	// Gap is |value(Above) - Value|; Above is the member ranked just above:
+	// the previous row in RankRow mode (possibly an equal value), the nearest
+	// member with a strictly better value in the other modes. Both are zero
+	// for rank 1.
+	Gap    int64
+	Above  string
+	Period Period
+	Count  int64 // members of the board, as in Page.Count
+}
+
+// view is one resolved board+dims+period and its sorted set.
+type view struct {
+	st   *boardState
+	dims []string
+	p    Period
+	key  string
+}
+
+func (s *Store) open(ctx context.Context, board string, dims []string, period string) (*view, error) {
+	st, err := s.board(board)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkDims(st, dims); err != nil {
+		return nil, err
+	}
+	p, err := s.resolve(st, period)
+	if err != nil {
+		return nil, err
+	}
+	key, err := s.zkey(ctx, st, Tag(board, dims), p)
+	if err != nil {
+		return nil, err
+	}
+	return &view{st: st, dims: dims, p: p, key: key}, nil
+}
+
+func (v *view) desc() bool      { return v.st.b.Order == Desc }
+func (v *view) keepTop() bool   { return v.st.b.KeepTop > 0 }
+func (v *view) hashKey() string { return v.key + ":h" }
+
+func (v *view) page() Page {
+	return Page{Board: v.st.b.Name, Dims: slices.Clone(v.dims), Period: v.p, Complete: true}
+}
+
+// sizes are the queued size commands of a view.
+type sizes struct {
+	card, hlen *redis.IntCmd
+}
+
+func (v *view) queueSizes(ctx context.Context, pipe redis.Pipeliner) sizes {
+	sz := sizes{card: pipe.ZCard(ctx, v.key)}
+	if v.keepTop() {
+		sz.hlen = pipe.HLen(ctx, v.hashKey())
+	}
+	return sz
+}
+
+// result returns the set size, the member count and whether the set holds
+// every member.
+func (sz sizes) result() (card, count int64, complete bool, err error) {
+	if card, err = sz.card.Result(); err != nil {
+		return 0, 0, false, err
+	}
+	if sz.hlen == nil {
+		return card, card, true, nil
+	}
+	n, err := sz.hlen.Result()
+	if err != nil {
+		return 0, 0, false, err
+	}
+	return card, max(n, card), n <= card, nil
+}
+
+// Count returns the number of members of a board+dims in a period (keep_top
+// boards: also those trimmed from the sorted set).
+func (s *Store) Count(ctx context.Context, board string, dims []string, period string) (int64, error) {
+	v, err := s.open(ctx, board, dims, period)
+	if err != nil {
+		return 0, err
+	}
+	pipe := s.rdb.TxPipeline()
+	sz := v.queueSizes(ctx, pipe)
+	_, _ = pipe.Exec(ctx) // errors checked per command
+	_, n, _, err := sz.result()
+	if err != nil {
+		return 0, fmt.Errorf("counting %s: %w", v.key, err)
+	}
+	return n, nil
+}
+
+// Top returns the first limit (1..MaxLimit) members of a board+dims in a
+// period ("current", "previous" or an id).
+func (s *Store) Top(ctx context.Context, board string, dims []string, period string, limit int, mode RankMode) (Page, error) {
+	if limit < 1 || limit > MaxLimit {
+		return Page{}, fmt.Errorf("%w %d: want 1..%d", ErrBadLimit, limit, MaxLimit)
+	}
+	if err := mode.check(); err != nil {
+		return Page{}, err
+	}
+	v, err := s.open(ctx, board, dims, period)
+	if err != nil {
+		return Page{}, err
+	}
+	pipe := s.rdb.TxPipeline()
+	rng := pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: v.key, Start: 0, Stop: limit - 1, Rev: v.desc()})
+	sz := v.queueSizes(ctx, pipe)
+	_, _ = pipe.Exec(ctx) // errors checked per command
+	pg := v.page()
+	if _, pg.Count, pg.Complete, err = sz.result(); err != nil {
+		return Page{}, fmt.Errorf("reading %s: %w", v.key, err)
+	}
+	zs, err := rng.Result()
+	if err != nil {
+		return Page{}, fmt.Errorf("reading %s: %w", v.key, err)
+	}
+	pg.Entries = v.st.entries(zs, 1)
+	rankEntries(pg.Entries, mode, 1) // nothing ranks above the first entry
+	return pg, nil
+}
+
+// Around returns the member with n (0..MaxLimit/2) members above and n below;
+// near an edge the window extends on the other side, so it holds
+// min(2n+1, count) entries. A keep_top member outside the set comes last,
+// after the set's last 2n members, with an approximate rank. A member absent
+// from the board gives ErrMemberNotFound.
+func (s *Store) Around(ctx context.Context, board string, dims []string, member, period string, n int, mode RankMode) (Page, error) {
+	if n < 0 || n > MaxLimit/2 {
+		return Page{}, fmt.Errorf("%w %d: want 0..%d", ErrBadLimit, n, MaxLimit/2)
+	}
+	if err := mode.check(); err != nil {
+		return Page{}, err
+	}
+	v, err := s.open(ctx, board, dims, period)
+	if err != nil {
+		return Page{}, err
+	}
+	pipe := s.rdb.TxPipeline()
+	pos := v.queueRank(ctx, pipe, member)
+	sz := v.queueSizes(ctx, pipe)
+	var hs *redis.StringCmd
+	if v.keepTop() {
+		hs = pipe.HGet(ctx, v.hashKey(), member)
+	}
+	_, _ = pipe.Exec(ctx) // errors checked per command
+	pg := v.page()
+	card := int64(0)
+	if card, pg.Count, pg.Complete, err = sz.result(); err != nil {
+		return Page{}, fmt.Errorf("reading %s: %w", v.key, err)
+	}
+	var outside *Entry // keep_top member trimmed from the set
+	idx, err := pos.Result()
+	switch {
+	case err == nil:
+	case !errors.Is(err, redis.Nil):
+		return Page{}, fmt.Errorf("reading %s: %w", v.key, err)
+	case hs != nil && hs.Err() == nil:
+		e := v.st.entry(member, parseScore(hs.Val()), card+1)
+		outside, idx = &e, card
+	case hs != nil && !errors.Is(hs.Err(), redis.Nil):
+		return Page{}, fmt.Errorf("reading %s: %w", v.hashKey(), hs.Err())
+	default:
+		return Page{}, fmt.Errorf("%w: %q on %s", ErrMemberNotFound, member, v.key)
+	}
+	total := card
+	if outside != nil {
+		total++
+	}
+	lo, hi := window(idx, int64(n), total)
+	if outside != nil {
+		hi-- // the last row is the outside member
+	}
+	if lo <= hi {
+		zs, err := s.rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: v.key, Start: lo, Stop: hi, Rev: v.desc()}).Result()
+		if err != nil {
+			return Page{}, fmt.Errorf("reading %s: %w", v.key, err)
+		}
+		pg.Entries = v.st.entries(zs, lo+1)
+	}
+	if outside != nil {
+		pg.Entries = append(pg.Entries, *outside)
+		pg.RankApprox = true
+	}
+	if len(pg.Entries) == 0 || mode == RankRow {
+		return pg, nil
+	}
+	first, approx, err := s.valueRank(ctx, v, pg.Entries[0].Value, mode)
+	if err != nil {
+		return Page{}, err
+	}
+	pg.RankApprox = pg.RankApprox || approx
+	rankEntries(pg.Entries, mode, first)
+	return pg, nil
+}
+
+// window returns the rows [lo, hi] of n rows each side of idx among total,
+// shifted inwards at the edges.
+func window(idx, n, total int64) (lo, hi int64) {
+	lo, hi = idx-n, idx+n
+	if lo < 0 {
+		hi, lo = hi-lo, 0
+	}
+	if hi > total-1 {
+		lo, hi = lo-(hi-(total-1)), total-1
+	}
+	return max(lo, 0), hi
+}
+
+// Member returns a member's standing in a period and its rank in the
+// previous one. An absent member is not an error: Found is false.
+func (s *Store) Member(ctx context.Context, board string, dims []string, member, period string, mode RankMode) (MemberInfo, error) {
+	if err := mode.check(); err != nil {
+		return MemberInfo{}, err
+	}
+	v, err := s.open(ctx, board, dims, period)
+	if err != nil {
+		return MemberInfo{}, err
+	}
+	cur, err := s.standing(ctx, v, member, mode, true)
+	if err != nil {
+		return MemberInfo{}, err
+	}
+	info := MemberInfo{
+		Member: member, Found: cur.found, Value: cur.e.Value, Tie: cur.e.Tie, Score: cur.e.Score,
+		Rank: cur.e.Rank, RankApprox: cur.approx, Period: v.p, Count: cur.count,
+	}
+	if cur.above != nil {
+		info.Above = cur.above.Member
+		info.Gap = cur.above.Value - cur.e.Value
+		if info.Gap < 0 {
+			info.Gap = -info.Gap
+		}
+	}
+	if v.st.b.Window == WindowTotal {
+		return info, nil
+	}
+	pp := v.st.cal.Prev(v.p)
+	pkey, err := s.zkey(ctx, v.st, Tag(board, dims), pp)
+	if err != nil {
+		return MemberInfo{}, err
+	}
+	prev, err := s.standing(ctx, &view{st: v.st, dims: dims, p: pp, key: pkey}, member, mode, false)
+	if err != nil {
+		return MemberInfo{}, err
+	}
+	info.PrevFound, info.PrevRank = prev.found, prev.e.Rank
+	return info, nil
+}
+
+// standing is a member's place on one view.
+type standing struct {
+	found  bool
+	e      Entry // Rank in the requested mode
+	approx bool
+	above  *Entry
+	count  int64
+}
+
+func (v *view) queueRank(ctx context.Context, pipe redis.Pipeliner, member string) *redis.IntCmd {
+	if v.desc() {
+		return pipe.ZRevRank(ctx, v.key, member)
+	}
+	return pipe.ZRank(ctx, v.key, member)
+}
+
+func (s *Store) standing(ctx context.Context, v *view, member string, mode RankMode, withAbove bool) (standing, error) {
+	pipe := s.rdb.TxPipeline()
+	sc := pipe.ZScore(ctx, v.key, member)
+	pos := v.queueRank(ctx, pipe, member)
+	sz := v.queueSizes(ctx, pipe)
+	var hs *redis.StringCmd
+	if v.keepTop() {
+		hs = pipe.HGet(ctx, v.hashKey(), member)
+	}
+	_, _ = pipe.Exec(ctx) // errors checked per command
+	var out standing
+	card, count, _, err := sz.result()
+	if err != nil {
+		return out, fmt.Errorf("reading %s: %w", v.key, err)
+	}
+	out.count = count
+	var score float64
+	var row int64
+	idx, err := pos.Result()
+	switch {
+	case err == nil:
+		if score, err = sc.Result(); err != nil {
+			return out, fmt.Errorf("reading %s: %w", v.key, err)
+		}
+		row = idx + 1
+	case !errors.Is(err, redis.Nil):
+		return out, fmt.Errorf("reading %s: %w", v.key, err)
+	case hs != nil && hs.Err() == nil:
+		score, row, out.approx = parseScore(hs.Val()), card+1, true
+	case hs != nil && !errors.Is(hs.Err(), redis.Nil):
+		return out, fmt.Errorf("reading %s: %w", v.hashKey(), hs.Err())
+	default:
+		return out, nil
+	}
+	out.found = true
+	out.e = v.st.entry(member, score, row)
+	if mode != RankRow {
+		r, approx, err := s.valueRank(ctx, v, out.e.Value, mode)
+		if err != nil {
+			return out, err
+		}
+		out.e.Rank, out.approx = r, out.approx || approx
+	}
+	if !withAbove {
+		return out, nil
+	}
+	var zs []redis.Z
+	switch {
+	case mode == RankRow && row > 1:
+		zs, err = s.rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: v.key, Start: row - 2, Stop: row - 2, Rev: v.desc()}).Result()
+	case mode == RankRow:
+	case v.desc(): // the lowest score of a strictly better value
+		zs, err = s.rdb.ZRangeByScoreWithScores(ctx, v.key, &redis.ZRangeBy{Min: scoreArg(v.st.valueEnd(out.e.Value)), Max: "+inf", Count: 1}).Result()
+	default:
+		zs, err = s.rdb.ZRevRangeByScoreWithScores(ctx, v.key, &redis.ZRangeBy{Min: "-inf", Max: "(" + scoreArg(v.st.valueStart(out.e.Value)), Count: 1}).Result()
+	}
+	if err != nil {
+		return out, fmt.Errorf("reading %s: %w", v.key, err)
+	}
+	if len(zs) > 0 {
+		e := v.st.entry(zs[0].Member.(string), zs[0].Score, 0)
+		out.above = &e
+	}
+	return out, nil
+}
+
+// valueRank returns the competition or dense rank of a decoded value on a
+// view's sorted set, and whether it is only a lower bound (dense walk cap).
+func (s *Store) valueRank(ctx context.Context, v *view, value int64, mode RankMode) (int64, bool, error) {
+	if mode == RankCompetition {
+		lo, hi := "-inf", "("+scoreArg(v.st.valueStart(value))
+		if v.desc() {
+			lo, hi = scoreArg(v.st.valueEnd(value)), "+inf"
+		}
+		n, err := s.rdb.ZCount(ctx, v.key, lo, hi).Result()
+		if err != nil {
+			return 0, false, fmt.Errorf("counting %s: %w", v.key, err)
+		}
+		return n + 1, false, nil
+	}
+	asc := 0
+	if !v.desc() {
+		asc = 1
+	}
+	res, err := denseScript.Run(ctx, s.rdb, []string{v.key}, value, v.st.codec.TieBits, asc, denseWalkCap).Int64Slice()
+	if err != nil {
+		return 0, false, fmt.Errorf("dense rank on %s: %w", v.key, err)
+	}
+	if len(res) != 2 {
+		return 0, false, fmt.Errorf("dense rank on %s: script returned %v", v.key, res)
+	}
+	return res[0], res[1] == 1, nil
+}
+
+// rankEntries sets the ranks of consecutive entries in mode, given the first
+// entry's rank; Rank holds the row rank on entry.
+func rankEntries(es []Entry, mode RankMode, first int64) {
+	if mode == RankRow || len(es) == 0 {
+		return
+	}
+	prev := es[0]
+	es[0].Rank = first
+	for i := 1; i < len(es); i++ {
+		row := es[i].Rank
+		switch {
+		case es[i].Value == prev.Value:
+			es[i].Rank = es[i-1].Rank
+		case mode == RankCompetition:
+			es[i].Rank = row
+		default:
+			es[i].Rank = es[i-1].Rank + 1
+		}
+		prev = es[i]
+	}
+}
+
+func (st *boardState) entry(member string, score float64, rank int64) Entry {
+	v, t := st.codec.Decode(score)
+	return Entry{Member: member, Value: v, Tie: t, Score: score, Rank: rank}
+}
+
+// valueStart and valueEnd bound the scores of a decoded value:
+// [value * 2^TieBits, (value+1) * 2^TieBits).
+func (st *boardState) valueStart(value int64) int64 { return value << st.codec.TieBits }
+func (st *boardState) valueEnd(value int64) int64   { return (value + 1) << st.codec.TieBits }
+
+// scoreArg formats an integer score exactly (|x| <= 2^53) for Redis.
+func scoreArg(x int64) string { return fmt.Sprintf("%.17g", float64(x)) }

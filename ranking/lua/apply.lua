@@ -8,6 +8,7 @@
 --            tieMode(0 none,1 part=tie,2 part=max-tie), tieBits, tieUnitMs,
 --            lo, hi (value range), keepTop, order(0 desc,1 asc), graceMs, N,
 --            retentionMs (0 = keep), metaTTLms (0 = keep), tieEpochMs,
+--            fast (1: plain sum without tie, keep_top or base: increments, no reads),
 --            nPeriods, nPeriods x (id, startMs, endMs)   (consecutive periods)
 --          nEvents, per event: msgid, nUpdates,
 --            per update: group#, period#, member, value, timeMs, base ("" = none)
@@ -27,8 +28,9 @@ local G = {}
 for gi = 1, nn() do
   local g = {tag = nx(), window = nn(), agg = nn(), mode = nn(), tbits = nn(), unit = nn(),
              lo = nn(), hi = nn(), keep = nn(), asc = nn(), grace = nn(), n = nn(), ret = nn(),
-             metattl = nn(), epoch = nn(), periods = {}, recs = {}, touched = {}}
+             metattl = nn(), epoch = nn(), fast = nn(), periods = {}, recs = {}, touched = {}}
   g.tb = 2 ^ g.tbits
+  g.fast = g.fast == 1
   g.kb = prefix .. ':{' .. g.tag .. '}:'
   for i = 1, nn() do
     local p = {id = nx(), s = nn(), e = nn()}
@@ -89,10 +91,28 @@ local function rec(g, pi, member)
   return r
 end
 
--- judge one update; returns a status digit
-local function judge(g, pi, member, value, t, base, msgid)
+-- judge one update; returns a status digit, or nil when the verdict of a
+-- fast-path sum waits for the write (codes[ci] is then filled there).
+local function judge(g, pi, member, value, t, base, msgid, codes, ci)
   local p = g.periods[pi]
   if g.window ~= 0 and g.st ~= nil and g.st >= p.e + g.grace then return '2' end
+  if g.st == nil or t > g.st then g.st = t end
+  if g.window == 2 and (g.head == nil or p.s > g.head) then g.head = p.s end
+  if g.fast then
+    local byp = g.recs[pi]
+    if byp == nil then byp = {order = {}}; g.recs[pi] = byp end
+    local r = byp[member]
+    if r == nil then
+      r = {m = member, pi = pi, fast = true, d = 0, vals = {}, rc = {}, ri = {}}
+      r.zk = (g.window == 0) and (g.kb .. 't:all') or p.pk
+      byp[member] = r
+      byp.order[#byp.order + 1] = member
+    end
+    r.d = r.d + value
+    local n = #r.vals + 1
+    r.vals[n], r.rc[n], r.ri[n] = value, codes, ci
+    return nil
+  end
   local q = floor(t / g.unit)
   if g.window == 0 and g.mode ~= 0 then
     local off = q - floor(g.epoch / g.unit)
@@ -122,36 +142,64 @@ local function judge(g, pi, member, value, t, base, msgid)
   end
   r.exists = true
   r.dirty = true
-  if g.st == nil or t > g.st then g.st = t end
-  if g.window == 2 and (g.head == nil or p.s > g.head) then g.head = p.s end
   return '0'
 end
 
--- events
-local out = {}
+-- events: dedupe, then judge every update in order
+local evcodes, evkeys = {}, {}
 local nev = nn()
-for _ = 1, nev do
+for e = 1, nev do
   local msgid = nx()
   local nu = nn()
   local dkey = dprefix .. msgid
-  local prior = nil
-  if not call('SET', dkey, '0', 'NX', 'PX', dttl) then prior = call('GET', dkey) end
   local codes = {}
-  if prior then
+  if not call('SET', dkey, '0', 'NX', 'PX', dttl) then
+    -- duplicate: report it, but repeat late / out-of-range verdicts so that
+    -- a redelivered message is dead-lettered again rather than lost
+    local prior = call('GET', dkey) or ''
     for i = 1, nu do
       local c = string.sub(prior, i, i)
       if c == '2' or c == '3' then codes[i] = c else codes[i] = '1' end
       pos = pos + 6
     end
   else
+    evkeys[e] = dkey
     for i = 1, nu do
       local gi, pi, member, value, t, base = nn(), nn(), nx(), nn(), nn(), nx()
-      codes[i] = judge(G[gi], pi, member, value, t, base, msgid)
+      codes[i] = judge(G[gi], pi, member, value, t, base, msgid, codes, i)
     end
-    local s = table.concat(codes)
-    if string.find(s, '[23]') then call('SET', dkey, s, 'XX', 'KEEPTTL') end
   end
-  out[#out + 1] = table.concat(codes)
+  evcodes[e] = codes
+end
+
+-- fast path write of P: ZADD XX INCR (1 call) or ZADD for a new member.
+-- Returns the value added. A result outside [lo, hi] is undone and the
+-- member's updates are judged one by one, exactly as the slow path would.
+local function fastP(g, r)
+  local nv = call('ZADD', r.zk, 'XX', 'INCR', num(r.d), r.m)
+  local existed = nv ~= false
+  if existed then nv = tonumber(nv) else nv = r.d end
+  if nv <= g.hi and nv >= g.lo then
+    if not existed then call('ZADD', r.zk, num(nv), r.m) end
+    for i = 1, #r.rc do r.rc[i][r.ri[i]] = '0' end
+    return r.d
+  end
+  local old = nv - r.d
+  local cur = old
+  local applied = false
+  for i, v in ipairs(r.vals) do
+    if cur + v > g.hi or cur + v < g.lo then r.rc[i][r.ri[i]] = '3'
+    else cur = cur + v; r.rc[i][r.ri[i]] = '0'; applied = true end
+  end
+  if existed then
+    if cur ~= nv then call('ZADD', r.zk, num(cur), r.m) end
+  elseif applied then
+    call('ZADD', r.zk, num(cur), r.m)
+  else
+    r.dirty = false
+    return nil
+  end
+  return cur - old
 end
 
 -- writes
@@ -160,26 +208,37 @@ for _, g in ipairs(G) do
     local p = g.periods[pi]
     for _, member in ipairs(byp.order) do
       local r = byp[member]
-      if r.dirty then
+      local d
+      if r.fast then
+        d = fastP(g, r)
+        if d ~= nil then touch(g, r.zk, p) end
+      elseif r.dirty then
         local score = enc(g, r.v, r.q - r.tbase)
         call('ZADD', r.zk, num(score), member)
         touch(g, r.zk, p)
         if g.keep > 0 then call('HSET', r.zk .. ':h', member, num(score)); touch(g, r.zk .. ':h', p) end
         if g.agg == 3 then call('HSET', r.zk .. ':lt', member, num(r.lq) .. '|' .. r.lid); touch(g, r.zk .. ':lt', p) end
-        if g.window == 2 then
+        d = r.v - r.v0
+      end
+      if d ~= nil and g.window == 2 then
           -- rolling boards S(k), k in [j, min(j+N-1, head)]
-          local d = r.v - r.v0
           for k = pi, pi + g.n - 1 do
             local pk = g.periods[k]
             if pk == nil or pk.s > g.head then break end
             local wb = g.periods[k - g.n + 1].q
             local sk = pk.sk
-            local cur = call('ZSCORE', sk, member)
-            local v, q
-            if cur then
+            local cur, v, q
+            if r.fast then
+              cur = call('ZADD', sk, 'XX', 'INCR', num(d), member)
+            else
+              cur = call('ZSCORE', sk, member)
+            end
+            if cur and r.fast then
+              v = nil
+            elseif cur then
               local cv, cq = dec(g, tonumber(cur))
               v, q = cv + d, cq + wb
-              if r.q > q then q = r.q end
+              if r.q ~= nil and r.q > q then q = r.q end
             else
               v, q = 0, nil
               for i = k - g.n + 1, k do
@@ -192,11 +251,11 @@ for _, g in ipairs(G) do
                   if q == nil or pq > q then q = pq end
                 end
               end
+              if q == nil then q = wb end
             end
-            call('ZADD', sk, num(enc(g, v, q - wb)), member)
+            if v ~= nil then call('ZADD', sk, num(enc(g, v, q - wb)), member) end
             touch(g, sk, pk)
           end
-        end
       end
     end
   end
@@ -229,4 +288,9 @@ for _, g in ipairs(G) do
     if g.metattl > 0 then call('PEXPIRE', mk, g.metattl) end
   end
 end
-return out
+for e = 1, nev do
+  local str = table.concat(evcodes[e])
+  if evkeys[e] and string.find(str, '[23]') then call('SET', evkeys[e], str, 'XX', 'KEEPTTL') end
+  evcodes[e] = str
+end
+return evcodes
