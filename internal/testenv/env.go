@@ -1,0 +1,80 @@
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// Main runs the tests of a package and then stops every shared server and
+// broker that the helpers started, removes their temp dirs and exits with the
+// tests' status. Call it from TestMain.
+func Main(m *testing.M) {
+	code := m.Run()
+	runCleanups()
+	os.Exit(code)
+}
+
+var cleanups struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+// atExit registers fn to run when Main returns, last registered first.
+func atExit(fn func()) {
+	cleanups.mu.Lock()
+	defer cleanups.mu.Unlock()
+	cleanups.fns = append(cleanups.fns, fn)
+}
+
+func runCleanups() {
+	cleanups.mu.Lock()
+	fns := cleanups.fns
+	cleanups.fns = nil
+	cleanups.mu.Unlock()
+	for i := len(fns) - 1; i >= 0; i-- {
+		fns[i]()
+	}
+}
+
+// inCI reports whether CI is set to a true value, in which case a missing
+// server fails the test instead of skipping it.
+func inCI() bool {
+	ci, _ := strconv.ParseBool(os.Getenv("CI"))
+	return ci
+}
+
+// unavailable skips t, or fails it under CI=true, because a server it needs
+// cannot be had.
+func unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if inCI() {
+		t.Fatalf("%s (CI=true: not skipping)", msg)
+	}
+	t.Skip(msg)
+}
+
+// errMissing marks a server that cannot be started because a program is not
+// installed: the test is skipped (or fails under CI) rather than failed.
+type errMissing struct{ msg string }
+
+func (e errMissing) Error() string { return e.msg }
+
+// require fails or skips t according to err: errMissing skips (fails under
+// CI), any other error fails.
+func require(t testing.TB, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	var m errMissing
+	if errors.As(err, &m) {
+		unavailable(t, "%s", m.msg)
+		return
+	}
+	t.Fatal(err)
+}
