@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -77,17 +76,17 @@ func WithRolloverChunk(n int) Option { return func(s *Store) { s.chunk = n } }
 
 // boardState is a board plus everything derived from it once.
 type boardState struct {
-	b        *Board
-	cal      Calendar
-	codec    Codec
-	tieMode  int   // 0 none, 1 part = tie, 2 part = max - tie
-	lo, hi   int64 // accepted value range (per period for rolling boards)
-	retMs    int64 // TTL of period keys after the period ends (0 = keep)
-	metaTTL  int64
-	epochMs  int64
-	graceMs  int64
-	unitMs   int64
-	fast     int // 1: plain sum board (no tie, keep_top or base): the script increments without reading
+	b       *Board
+	cal     Calendar
+	codec   Codec
+	tieMode int   // 0 none, 1 part = tie, 2 part = max - tie
+	lo, hi  int64 // accepted value range (per period for rolling boards)
+	retMs   int64 // TTL of period keys after the period ends (0 = keep)
+	metaTTL int64
+	epochMs int64
+	graceMs int64
+	unitMs  int64
+	fast    int // 1: plain sum board (no tie, keep_top or base): the script increments without reading
 }
 
 func newBoardState(b *Board) (*boardState, error) {
@@ -159,8 +158,8 @@ func NewStore(rdb redis.UniversalClient, boards []*Board, opts ...Option) (*Stor
 	for _, o := range opts {
 		o(s)
 	}
-	if strings.ContainsAny(s.prefix, "{}:") || s.prefix == "" {
-		return nil, fmt.Errorf("key prefix %q: must be non-empty without '{', '}' or ':'", s.prefix)
+	if err := ValidatePrefix(s.prefix); err != nil {
+		return nil, err
 	}
 	for _, b := range boards {
 		if _, dup := s.boards[b.Name]; dup {
