@@ -1,0 +1,149 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/rankd/rankd/ranking"
+)
+
+// query is the parsed common parameters of a board request.
+type query struct {
+	b      *ranking.Board
+	dims   []string // values in the board's Dims order
+	period string   // as given ("" = current)
+	mode   ranking.RankMode
+	trend  bool
+}
+
+// parseQuery reads the board from the path and dims, period, rank and trend
+// from the query string.
+func (s *server) parseQuery(r *http.Request) (*query, error) {
+	name := r.PathValue("board")
+	b, ok := s.boards[name]
+	if !ok {
+		return nil, &apiError{status: http.StatusNotFound, code: codeUnknownBoard, msg: fmt.Sprintf("unknown board %q", name)}
+	}
+	q := &query{b: b}
+	var err error
+	if q.dims, err = parseDims(b, r.URL.RawQuery); err != nil {
+		return nil, err
+	}
+	vals := r.URL.Query()
+	q.period = vals.Get("period")
+	if err := s.checkPeriod(b, q.period); err != nil {
+		return nil, err
+	}
+	if q.mode, err = ranking.ParseRankMode(vals.Get("rank")); err != nil {
+		return nil, badRequest(codeBadRequest, "rank: "+err.Error())
+	}
+	if t := vals.Get("trend"); t != "" {
+		if q.trend, err = strconv.ParseBool(t); err != nil {
+			return nil, badRequest(codeBadRequest, fmt.Sprintf("trend %q: want 1 or 0", t))
+		}
+	}
+	return q, nil
+}
+
+// parseDims returns the values of b.Dims from the dims parameters of a raw
+// query: name:value pairs joined by ",", in any order, possibly spread over
+// several dims parameters. Pairs are split on "," and on the first ":"
+// before percent-decoding, so an encoded "," (%2C) belongs to a value.
+func parseDims(b *ranking.Board, rawQuery string) ([]string, error) {
+	got := map[string]string{}
+	for part := range strings.SplitSeq(rawQuery, "&") {
+		k, raw, _ := strings.Cut(part, "=")
+		if key, err := url.QueryUnescape(k); err != nil || key != "dims" {
+			continue
+		}
+		for pair := range strings.SplitSeq(raw, ",") {
+			if pair == "" {
+				continue
+			}
+			rn, rv, ok := strings.Cut(pair, ":")
+			name, err1 := url.QueryUnescape(rn)
+			value, err2 := url.QueryUnescape(rv)
+			if !ok || err1 != nil || err2 != nil {
+				return nil, badRequest(codeBadDims, fmt.Sprintf("dims: %q is not a name:value pair (percent-encoded)", pair))
+			}
+			if !containsDim(b, name) {
+				return nil, badRequest(codeBadDims, fmt.Sprintf("dims: board %q has no dim %q; its dims are %s", b.Name, name, dimsList(b)))
+			}
+			if _, dup := got[name]; dup {
+				return nil, badRequest(codeBadDims, fmt.Sprintf("dims: %q given twice", name))
+			}
+			got[name] = value
+		}
+	}
+	out := make([]string, len(b.Dims))
+	for i, d := range b.Dims {
+		v, ok := got[d]
+		if !ok {
+			return nil, badRequest(codeBadDims, fmt.Sprintf("dims: board %q needs a value for %q (dims=%s)", b.Name, d, dimsExample(b)))
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+func containsDim(b *ranking.Board, name string) bool {
+	for _, d := range b.Dims {
+		if d == name {
+			return true
+		}
+	}
+	return false
+}
+
+func dimsList(b *ranking.Board) string {
+	if len(b.Dims) == 0 {
+		return "none"
+	}
+	return strings.Join(b.Dims, ", ")
+}
+
+func dimsExample(b *ranking.Board) string {
+	parts := make([]string, len(b.Dims))
+	for i, d := range b.Dims {
+		parts[i] = d + ":..."
+	}
+	return strings.Join(parts, ",")
+}
+
+// checkPeriod rejects a period id of a rolling board that starts after the
+// period following the current one: reading a rolling board first rolls it
+// over up to that period, and a far future id would make one request roll
+// over every period in between. Malformed ids are left to the store.
+func (s *server) checkPeriod(b *ranking.Board, period string) error {
+	if b.Window != ranking.WindowRolling || period == "" || period == "current" || period == "previous" {
+		return nil
+	}
+	p, err := b.Calendar().Parse(period)
+	if err != nil {
+		return nil // the store reports it as ErrBadPeriod
+	}
+	cur, err := s.store.ResolvePeriod(b.Name, "current")
+	if err != nil {
+		return err
+	}
+	if next := b.Calendar().Next(cur); p.Start.After(next.Start) {
+		return badRequest(codeBadPeriod, fmt.Sprintf("period %q of rolling board %q is in the future: the latest readable period is %s", period, b.Name, next.ID))
+	}
+	return nil
+}
+
+// intParam reads an integer query parameter in [lo, hi], def when absent.
+func intParam(r *http.Request, name string, def, lo, hi int) (int, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < lo || n > hi {
+		return 0, badRequest(codeBadRequest, fmt.Sprintf("%s %q: want an integer in %d..%d", name, s, lo, hi))
+	}
+	return n, nil
+}

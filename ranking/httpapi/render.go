@@ -1,0 +1,207 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rankd/rankd/ranking"
+)
+
+// periodJSON is a period: its id and, except for total boards' "all", its
+// [start, end) in UTC.
+type periodJSON struct {
+	ID    string `json:"id"`
+	Start string `json:"start,omitempty"`
+	End   string `json:"end,omitempty"`
+}
+
+func renderPeriod(b *ranking.Board, p ranking.Period) periodJSON {
+	if b.Window == ranking.WindowTotal {
+		return periodJSON{ID: p.ID}
+	}
+	return periodJSON{ID: p.ID, Start: p.Start.UTC().Format(time.RFC3339), End: p.End.UTC().Format(time.RFC3339)}
+}
+
+// entryJSON is one ranked member.
+type entryJSON struct {
+	Rank    int64       `json:"rank"`
+	Member  string      `json:"member"`
+	Value   json.Number `json:"value"` // Raw / 10^decimals, exact
+	Raw     int64       `json:"raw"`
+	TieTime string      `json:"tie_time,omitempty"`
+	Factors object      `json:"factors,omitempty"`
+	// PrevRank and Trend: the member's rank in the previous period (absent
+	// when it was not there) and up, down, same or new. Set by /top and
+	// /around with trend=1, and always by /members; never on total boards.
+	PrevRank *int64 `json:"prev_rank,omitempty"`
+	Trend    string `json:"trend,omitempty"`
+}
+
+// pageJSON is the response of /top and /around.
+type pageJSON struct {
+	Board      string      `json:"board"`
+	Dims       object      `json:"dims"`
+	Period     periodJSON  `json:"period"`
+	RankMode   string      `json:"rank_mode"`
+	Member     string      `json:"member,omitempty"` // around only
+	Count      int64       `json:"count"`
+	Complete   bool        `json:"complete"`
+	RankApprox bool        `json:"rank_approx"`
+	Entries    []entryJSON `json:"entries"`
+}
+
+// memberJSON is the response of /members/{member}.
+type memberJSON struct {
+	Board    string     `json:"board"`
+	Dims     object     `json:"dims"`
+	Period   periodJSON `json:"period"`
+	RankMode string     `json:"rank_mode"`
+	entryJSON
+	RankApprox bool        `json:"rank_approx"`
+	Above      string      `json:"above,omitempty"`
+	Gap        json.Number `json:"gap"`
+	GapRaw     int64       `json:"gap_raw"`
+	Count      int64       `json:"count"`
+}
+
+// renderer turns store entries of one board and period into JSON.
+type renderer struct {
+	b       *ranking.Board
+	codec   ranking.Codec
+	tieBase int64 // ms of the tie origin, quantized to the tie unit
+	unitMs  int64
+}
+
+func (s *server) renderer(b *ranking.Board, p ranking.Period) renderer {
+	c, _ := s.store.Codec(b.Name)
+	rd := renderer{b: b, codec: c, unitMs: c.TieUnit.Milliseconds()}
+	if rd.unitMs <= 0 {
+		rd.unitMs = ranking.DefaultTieUnit.Milliseconds()
+	}
+	var base time.Time
+	switch b.Window {
+	case ranking.WindowTotal:
+		base = c.TieEpoch
+		if base.IsZero() {
+			base = ranking.DefaultTieEpoch
+		}
+	case ranking.WindowPeriodic:
+		base = p.Start
+	case ranking.WindowRolling: // S(k) is the window of periods k-N+1..k
+		cal := b.Calendar()
+		for range b.Periods - 1 {
+			p = cal.Prev(p)
+		}
+		base = p.Start
+	}
+	rd.tieBase = floorDiv(base.UnixMilli(), rd.unitMs) * rd.unitMs
+	return rd
+}
+
+func (rd renderer) entry(rank int64, member string, value, tie int64) entryJSON {
+	e := entryJSON{Rank: rank, Member: member, Value: fixed(value, rd.b.Decimals), Raw: value}
+	if rd.b.Tiebreak != ranking.TieNone {
+		e.TieTime = time.UnixMilli(rd.tieBase + tie*rd.unitMs).UTC().Format(time.RFC3339Nano)
+	}
+	if len(rd.b.Sort) > 0 {
+		vals := ranking.UnpackSort(rd.b.Sort, value)
+		e.Factors = make(object, len(vals))
+		for i, f := range rd.b.Sort {
+			e.Factors[i] = field{f.Name, vals[i]}
+		}
+	}
+	return e
+}
+
+func (rd renderer) entries(es []ranking.Entry) []entryJSON {
+	out := make([]entryJSON, len(es))
+	for i, e := range es {
+		out[i] = rd.entry(e.Rank, e.Member, e.Value, e.Tie)
+	}
+	return out
+}
+
+// trend compares a rank with the previous period's.
+func trend(rank int64, prev *int64) string {
+	switch {
+	case prev == nil:
+		return "new"
+	case rank < *prev:
+		return "up"
+	case rank > *prev:
+		return "down"
+	}
+	return "same"
+}
+
+// fixed renders v / 10^d exactly as a decimal number.
+func fixed(v int64, d int) json.Number {
+	s := strconv.FormatInt(v, 10)
+	if d <= 0 {
+		return json.Number(s)
+	}
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	if len(s) <= d {
+		s = strings.Repeat("0", d-len(s)+1) + s
+	}
+	s = s[:len(s)-d] + "." + s[len(s)-d:]
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	if neg && s != "0" {
+		s = "-" + s
+	}
+	return json.Number(s)
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// field is one member of an object.
+type field struct {
+	Name  string
+	Value any
+}
+
+// object is a JSON object whose members keep their order (a board's dims,
+// a sort key's factors).
+type object []field
+
+// MarshalJSON writes the object's members in order.
+func (o object) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	for i, f := range o {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		k, err := json.Marshal(f.Name)
+		if err != nil {
+			return nil, err
+		}
+		v, err := json.Marshal(f.Value)
+		if err != nil {
+			return nil, err
+		}
+		buf.Write(k)
+		buf.WriteByte(':')
+		buf.Write(v)
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+func dimsObject(b *ranking.Board, dims []string) object {
+	o := make(object, len(b.Dims))
+	for i, d := range b.Dims {
+		o[i] = field{d, dims[i]}
+	}
+	return o
+}

@@ -1,0 +1,263 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rankd/rankd/ranking"
+)
+
+// Option configures the handler returned by New.
+type Option func(*config)
+
+type config struct {
+	log *slog.Logger
+	reg prometheus.Registerer
+}
+
+// WithLogger sets the logger of store failures (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithRegisterer registers the handler's metrics on reg:
+// rankd_http_requests_total{route,code} and
+// rankd_http_request_duration_seconds{route}. Collectors reg already holds
+// are reused, so several handlers may share one registerer. Without it no
+// metrics are kept.
+func WithRegisterer(reg prometheus.Registerer) Option { return func(c *config) { c.reg = reg } }
+
+// server holds the store and the boards it serves.
+type server struct {
+	store  *ranking.Store
+	boards map[string]*ranking.Board
+	order  []*ranking.Board
+	log    *slog.Logger
+	m      *metrics
+}
+
+// New returns the HTTP handler of the read API and the HTML page for the
+// boards of store. It is safe for concurrent use; every request reads Redis
+// through store and nothing is cached. New panics if WithRegisterer's
+// registerer holds a conflicting collector of the same name.
+func New(store *ranking.Store, opts ...Option) http.Handler {
+	c := config{log: slog.Default()}
+	for _, o := range opts {
+		o(&c)
+	}
+	s := &server{store: store, boards: map[string]*ranking.Board{}, order: store.Boards(), log: c.log}
+	for _, b := range s.order {
+		s.boards[b.Name] = b
+	}
+	if c.reg != nil {
+		s.m = newMetrics(c.reg)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/boards", s.route("boards", s.handleBoards))
+	mux.Handle("GET /v1/boards/{board}/top", s.route("top", s.handleTop))
+	mux.Handle("GET /v1/boards/{board}/members/{member}", s.route("member", s.handleMember))
+	mux.Handle("GET /v1/boards/{board}/members/{member}/around", s.route("around", s.handleAround))
+	mux.Handle("GET /{$}", s.route("page", s.handlePage))
+	mux.Handle("/", s.route("other", s.handleOther))
+	return mux
+}
+
+// handlerFunc serves one request; a returned error becomes the JSON error
+// response (see writeError).
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// route wraps h with the common headers, error responses and metrics.
+func (s *server) route(name string, h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		sw.Header().Set("Cache-Control", "no-store")
+		sw.Header().Set("X-Content-Type-Options", "nosniff")
+		if err := h(sw, r); err != nil {
+			s.writeError(sw, r, err)
+		}
+		if s.m != nil {
+			s.m.requests.WithLabelValues(name, strconv.Itoa(sw.status)).Inc()
+			s.m.duration.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		}
+	})
+}
+
+// statusWriter records the status code for metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// writeJSON writes v as the 200 response.
+func writeJSON(w http.ResponseWriter, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
+	_, _ = w.Write(append(body, '\n')) // a client that went away is not an error of ours
+	return nil
+}
+
+// Error codes of the JSON error responses.
+const (
+	codeUnknownBoard = "unknown_board"
+	codeBadDims      = "bad_dims"
+	codeBadPeriod    = "bad_period"
+	codeBadRequest   = "bad_request"
+	codeNotFound     = "not_found"
+	codeMethod       = "method_not_allowed"
+	codeUnavailable  = "unavailable"
+	codeInternal     = "internal"
+)
+
+// apiError is an error with its HTTP status and code.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badRequest(code, msg string) error {
+	return &apiError{status: http.StatusBadRequest, code: code, msg: msg}
+}
+
+// classify maps an error to its status and code: the store's input errors
+// are 4xx, a Redis that cannot be reached is 503, anything else 500.
+func classify(err error) (int, string) {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae.status, ae.code
+	case errors.Is(err, ranking.ErrUnknownBoard):
+		return http.StatusNotFound, codeUnknownBoard
+	case errors.Is(err, ranking.ErrMemberNotFound):
+		return http.StatusNotFound, codeNotFound
+	case errors.Is(err, ranking.ErrBadDims):
+		return http.StatusBadRequest, codeBadDims
+	case errors.Is(err, ranking.ErrBadPeriod):
+		return http.StatusBadRequest, codeBadPeriod
+	case errors.Is(err, ranking.ErrBadLimit), errors.Is(err, ranking.ErrBadRankMode):
+		return http.StatusBadRequest, codeBadRequest
+	case unreachable(err):
+		return http.StatusServiceUnavailable, codeUnavailable
+	}
+	return http.StatusInternalServerError, codeInternal
+}
+
+// unreachable reports errors that mean Redis could not answer now: network
+// errors and timeouts, a closed or exhausted pool, a server still loading or
+// a cluster that is down, and ranking.ErrRolloverBusy.
+func unreachable(err error) bool {
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrPoolExhausted),
+		errors.Is(err, ranking.ErrRolloverBusy):
+		return true
+	}
+	for _, p := range []string{"LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// errorBody is the JSON of an error response.
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// writeError writes err as a JSON error response. 4xx carry the error's own
+// message; 5xx a generic one, and the error is logged (unless the client
+// went away).
+func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, code := classify(err)
+	msg := err.Error()
+	if status >= 500 {
+		if r.Context().Err() == nil {
+			s.log.Error("http request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+		}
+		switch {
+		case errors.Is(err, ranking.ErrRolloverBusy):
+			msg = "the board is being rolled over by another process; retry shortly"
+		case status == http.StatusServiceUnavailable:
+			msg = "redis is unavailable"
+		default:
+			msg = "internal error reading the board"
+		}
+		if status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "1")
+		}
+	}
+	body, _ := json.Marshal(errorBody{Error: msg, Code: code})
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// handleOther answers paths and methods that no route serves.
+func (s *server) handleOther(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		return &apiError{status: http.StatusMethodNotAllowed, code: codeMethod, msg: "method " + r.Method + " not allowed: the API is read-only"}
+	}
+	return &apiError{status: http.StatusNotFound, code: codeNotFound, msg: "no route for " + r.URL.Path}
+}
+
+// metrics are the handler's collectors.
+type metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	return &metrics{
+		requests: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "rankd", Subsystem: "http", Name: "requests_total",
+			Help: "HTTP requests served, per route and status code."}, []string{"route", "code"})),
+		duration: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "rankd", Subsystem: "http", Name: "request_duration_seconds",
+			Help:    "Duration of HTTP requests, per route.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}, []string{"route"})), // 0.5ms .. 4s
+	}
+}
+
+// register registers c on reg, or returns the equal collector reg already
+// holds; it panics on any other error.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic("httpapi: registering metrics: " + err.Error())
+	}
+	return c
+}
