@@ -1,0 +1,164 @@
+package config
+
+import (
+	_ "embed"
+	"fmt"
+	"time"
+	_ "time/tzdata" // time zones on machines without a zoneinfo database
+
+	"github.com/rankd/rankd/ranking"
+)
+
+// Example is the example configuration for a live-streaming platform
+// (config/example.yaml).
+//
+//go:embed example.yaml
+var Example []byte
+
+// Config is a loaded and validated configuration.
+type Config struct {
+	// File is the name errors are reported with.
+	File     string
+	Kafka    Kafka
+	Redis    Redis
+	HTTP     HTTP
+	Rollover Rollover
+	// Routes are the routing rules, in file order.
+	Routes []ranking.Route
+
+	boards  []*ranking.Board
+	schemas map[string]*ranking.Schema
+}
+
+// Kafka configures the consumer.
+type Kafka struct {
+	Brokers []string // RANKD_KAFKA_BROKERS (comma-separated) overrides
+	Group   string   // consumer group; default "rankd"
+	// Topics to consume; default: the topics of the routes, sorted.
+	Topics  []string
+	Workers int // readers per process; default 2
+	Batch   Batch
+	// DeadLetterTopic receives messages that fail permanently; default
+	// "rankd-dead-letter".
+	DeadLetterTopic string
+	// MaxMessageBytes: larger messages are dead-lettered as too_large;
+	// default ranking.DefaultMaxMessageBytes.
+	MaxMessageBytes int
+	// FutureSkew: events whose time is further ahead of the clock are
+	// dead-lettered as future; default ranking.DefaultFutureSkew; 0
+	// disables the check.
+	FutureSkew time.Duration
+	MinBytes   int           // fetch min bytes; default 1
+	MaxWait    time.Duration // fetch max wait; default 250ms
+}
+
+// Batch bounds a batch of messages applied together: it is flushed when it
+// holds Count messages or Bytes bytes, or Linger after its first message.
+type Batch struct {
+	Count  int           // default 1000
+	Bytes  int           // default 4 MiB
+	Linger time.Duration // default 20ms
+}
+
+// Redis configures the store's client.
+type Redis struct {
+	Addr     string   // standalone server; RANKD_REDIS_ADDR overrides
+	Addrs    []string // cluster seeds; RANKD_REDIS_ADDRS (comma-separated) overrides
+	DB       int      // standalone only
+	Password string   // RANKD_REDIS_PASSWORD overrides
+	// Prefix starts every key; no '{', '}' or ':'. Default "rankd".
+	Prefix    string
+	DedupeTTL time.Duration // how long message IDs are remembered; default 24h
+	PoolSize  int           // 0: the client's default
+}
+
+// Cluster reports whether Redis is a cluster (Addrs set).
+func (r Redis) Cluster() bool { return len(r.Addrs) > 0 }
+
+// HTTP configures the query API and metrics server.
+type HTTP struct {
+	Listen string // default ":8080"; RANKD_HTTP_LISTEN overrides
+}
+
+// Rollover schedules the prefill of rolling boards.
+type Rollover struct {
+	Lead     time.Duration // prefill this long before a boundary; default 10m
+	Interval time.Duration // how often the scheduler checks; default 1m
+}
+
+// Boards returns the declared boards, in file order, with defaults
+// resolved. The boards are shared: do not modify them.
+func (c *Config) Boards() []*ranking.Board { return c.boards }
+
+// Board returns the named board, or nil.
+func (c *Config) Board(name string) *ranking.Board {
+	for _, b := range c.boards {
+		if b.Name == name {
+			return b
+		}
+	}
+	return nil
+}
+
+// Schemas returns the event schema of every known topic (gift, like,
+// comment and those of the topics section), with the Kafka limits applied.
+// The schemas are shared; a caller may set their Now clock before use.
+func (c *Config) Schemas() map[string]*ranking.Schema { return c.schemas }
+
+// Router compiles the routes into a new Router.
+func (c *Config) Router() (*ranking.Router, error) {
+	r, err := ranking.NewRouter(c.boards, c.schemas, c.Routes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: routes: %w", c.File, err)
+	}
+	return r, nil
+}
+
+// defaults returns a Config holding every default; the file overrides it.
+func defaults() *Config {
+	return &Config{
+		Kafka: Kafka{
+			Group:           "rankd",
+			Workers:         2,
+			Batch:           Batch{Count: 1000, Bytes: 4 << 20, Linger: 20 * time.Millisecond},
+			DeadLetterTopic: "rankd-dead-letter",
+			MaxMessageBytes: ranking.DefaultMaxMessageBytes,
+			FutureSkew:      ranking.DefaultFutureSkew,
+			MinBytes:        1,
+			MaxWait:         250 * time.Millisecond,
+		},
+		Redis:    Redis{Prefix: "rankd", DedupeTTL: 24 * time.Hour},
+		HTTP:     HTTP{Listen: ":8080"},
+		Rollover: Rollover{Lead: 10 * time.Minute, Interval: time.Minute},
+	}
+}
+
+// DefaultGrace is a board's grace when the file gives none.
+const DefaultGrace = 5 * time.Minute
+
+// boardDefaults returns a board holding the per-board defaults; retention
+// depends on the window and is resolved by defaultRetention.
+func boardDefaults() *ranking.Board {
+	return &ranking.Board{
+		Location:  time.UTC,
+		WeekStart: time.Monday,
+		Aggregate: ranking.AggSum,
+		Order:     ranking.Desc,
+		Tiebreak:  ranking.TieNone,
+		TieUnit:   ranking.DefaultTieUnit,
+		Grace:     DefaultGrace,
+	}
+}
+
+// defaultRetention is how long past periods stay readable when the file
+// does not say: 2 periods (periodic), the window plus one period plus the
+// grace (rolling), forever (total, 0).
+func defaultRetention(b *ranking.Board) time.Duration {
+	switch b.Window {
+	case ranking.WindowPeriodic:
+		return 2 * b.Every.MaxLength()
+	case ranking.WindowRolling:
+		return time.Duration(b.Periods+1)*b.Every.MaxLength() + b.Grace
+	}
+	return 0
+}

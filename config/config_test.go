@@ -1,0 +1,294 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rankd/rankd/ranking"
+)
+
+func TestExample(t *testing.T) {
+	c, err := LoadBytes("example.yaml", Example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, b := range c.Boards() {
+		names = append(names, b.Name)
+	}
+	want := []string{"anchor_hot_30m", "anchor_hot_zone_30m", "anchor_luck_day", "anchor_luck_total",
+		"user_rich_room_day", "anchor_7d", "anchor_likes_day", "hot_news", "anchor_total"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("boards %v, want %v", names, want)
+	}
+	shanghai, _ := time.LoadLocation("Asia/Shanghai")
+	b7 := c.Board("anchor_7d")
+	if b7.Window != ranking.WindowRolling || b7.Periods != 7 || b7.Location.String() != shanghai.String() ||
+		b7.Retention != 8*25*time.Hour+5*time.Minute || b7.Grace != 5*time.Minute {
+		t.Errorf("anchor_7d = %+v", b7)
+	}
+	if b := c.Board("anchor_hot_30m"); b.Retention != time.Hour || b.Tiebreak != ranking.TieFirst || b.Every.String() != "30m" {
+		t.Errorf("anchor_hot_30m = %+v", b)
+	}
+	if b := c.Board("hot_news"); !b.HasBase || b.KeepTop != 1000 || b.Retention != 0 || b.Location != time.UTC {
+		t.Errorf("hot_news = %+v", b)
+	}
+	if c.Kafka.Workers != 2 || c.Kafka.Batch.Linger != 20*time.Millisecond || c.Redis.DedupeTTL != 24*time.Hour ||
+		c.Rollover.Lead != 10*time.Minute || c.Kafka.MinBytes != 1 || c.HTTP.Listen != ":8080" {
+		t.Errorf("sections = %+v %+v %+v", c.Kafka, c.Redis, c.Rollover)
+	}
+	if s := c.Schemas()["like"]; s.MaxBytes != 1<<20 || s.FutureSkew != time.Minute {
+		t.Errorf("like schema limits = %d, %v", s.MaxBytes, s.FutureSkew)
+	}
+
+	// The example routes the design's events.
+	r, err := c.Router()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	s := c.Schemas()["gift"]
+	s.Now = func() time.Time { return now }
+	ev, err := s.Decode("gift", 0, 1, []byte(`{"id":"g","ts":1763700000000,"anchor_id":"a","user_id":"u","room_id":"r","zone":"z","gift_id":"ice_castle","count":1,"coins":100}`), nil, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ups, err := r.Route(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var boards []string
+	for _, u := range ups {
+		boards = append(boards, u.Board)
+	}
+	if want := []string{"anchor_luck_day", "anchor_luck_total", "anchor_hot_30m", "anchor_hot_zone_30m", "anchor_7d", "anchor_total", "user_rich_room_day"}; !slices.Equal(boards, want) {
+		t.Errorf("gift routed to %v, want %v", boards, want)
+	}
+}
+
+func TestLoadFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rankd.yaml")
+	if err := os.WriteFile(path, Example, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: err = %v", err)
+	}
+}
+
+// base is a minimal valid config; cases edit it with replacements so that
+// their line numbers stay obvious.
+const base = `kafka: {brokers: ["localhost:9092"]}
+redis: {addr: "localhost:6379"}
+boards:
+  - name: b
+    every: 1d
+routes:
+  - topic: gift
+    member: anchor_id
+    boards: [b]
+`
+
+func TestBase(t *testing.T) {
+	c, err := LoadBytes("t.yaml", []byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Kafka.Topics; !slices.Equal(got, []string{"gift"}) {
+		t.Errorf("default kafka.topics = %v", got)
+	}
+	if b := c.Board("b"); b.Window != ranking.WindowPeriodic || b.Retention != 50*time.Hour {
+		t.Errorf("board = %+v", b)
+	}
+}
+
+func TestBrokenConfigs(t *testing.T) {
+	tests := []struct {
+		name     string
+		old, new string // replace old by new in base ("" old: append new)
+		want     string // expected prefix of the first error
+	}{
+		{"unknown top key", "", "kafak: {}\n", `t.yaml:10:1: kafak: unknown key "kafak" (want boards, http, kafka, redis, rollover, routes, topics)`},
+		{"unknown board key", "every: 1d", "evry: 1d", `t.yaml:5:5: boards[0].evry: unknown key "evry"`},
+		{"unknown route key", "member: anchor_id", "membr: anchor_id", `t.yaml:8:5: routes[0].membr: unknown key "membr"`},
+		{"duplicate key", "every: 1d", "every: 1d\n    every: 1w", `t.yaml:6:5: boards[0].every: duplicate key`},
+		{"bad unit", "every: 1d", "every: 2d", `t.yaml:5:12: boards[0].every: invalid period unit "2d"`},
+		{"bad type", "kafka: {brokers", "kafka: {workers: many, brokers", `t.yaml:1:18: kafka.workers: want an integer, got "many"`},
+		{"list for a scalar", "every: 1d", "every: [1d]", `t.yaml:5:12: boards[0].every: want a single value, got a list`},
+		{"unknown board in route", "boards: [b]", "boards: [b, nope]", `t.yaml:9:17: routes[0].boards[1]: unknown board "nope"`},
+		{"duplicate board", "routes:", "  - name: b\n    every: 1w\nroutes:", `t.yaml:6:11: boards[1].name: duplicate board name "b" (first declared at line 4)`},
+		{"bad board name", "name: b\n", "name: Hot-B\n", `t.yaml:4:11: boards[0].name: board name "Hot-B" must match [a-z0-9_]+`},
+		{"missing board name", "  - name: b\n    every", "  - every", `t.yaml:4:5: boards[0]: missing name`},
+		{"expression does not compile", "member: anchor_id", "member: anchor_id\n    when: 'gift_idd == \"x\"'", `t.yaml:9:11: routes[0].when: "gift_idd == \"x\"": unknown name gift_idd`},
+		{"when not bool", "member: anchor_id", "member: anchor_id\n    when: coins", `t.yaml:9:11: routes[0].when: "coins": expected bool`},
+		{"score not numeric", "member: anchor_id", "member: anchor_id\n    score: zone", `t.yaml:9:12: routes[0].score: "zone": want a number, got string`},
+		{"missing member", "    member: anchor_id\n", "", `t.yaml:7:5: routes[0].member: missing member expression`},
+		{"unknown topic", "topic: gift", "topic: gifts", `t.yaml:7:12: routes[0].topic: no schema for topic "gifts"`},
+		{"dims not in topic", "every: 1d", "every: 1d\n    dims: [news_id]", `t.yaml:10:14: routes[0].boards[0]: board "b": dims field "news_id" is not a field of topic "gift"`},
+		{"bad timezone", "every: 1d", "every: 1d\n    timezone: Mars/Olympus", `t.yaml:6:15: boards[0].timezone: unknown time zone "Mars/Olympus"`},
+		{"local timezone", "every: 1d", "every: 1d\n    timezone: Local", `t.yaml:6:15: boards[0].timezone: unknown time zone "Local"`},
+		{"sort too wide", "every: 1d", "every: 1d\n    aggregate: max\n    tiebreak: first\n    sort:\n      - {field: a, bits: 30}\n      - {field: b, bits: 10, order: asc}",
+			`t.yaml:9:7: boards[0].sort: board "b": sort key needs 30+10=40 bits plus 17 tie bits, only 53 fit in a double`},
+		{"rolling max", "every: 1d", "every: 1d\n    window: rolling\n    periods: 7\n    aggregate: max", `t.yaml:8:16: boards[0].aggregate: a rolling board must use aggregate sum, got max`},
+		{"rolling without periods", "every: 1d", "every: 1d\n    window: rolling", `t.yaml:4:5: boards[0].periods: a rolling board needs periods >= 1, got 0`},
+		{"periodic without every", "every: 1d", "window: periodic", `t.yaml:4:5: boards[0].every: a periodic board needs every`},
+		{"total with every", "every: 1d", "every: 1d\n    window: total", `t.yaml:5:12: boards[0].every: every is only for periodic and rolling boards`},
+		{"keep_top lowering", "every: 1d", "every: 1d\n    aggregate: last\n    keep_top: 10", `t.yaml:7:15: boards[0].keep_top: keep_top needs updates that never lower a member`},
+		{"keep_top tiebreak last", "every: 1d", "every: 1d\n    tiebreak: last\n    keep_top: 10", `t.yaml:7:15: boards[0].keep_top: keep_top needs`},
+		{"keep_top min desc", "every: 1d", "every: 1d\n    aggregate: min\n    keep_top: 10", `t.yaml:7:15: boards[0].keep_top: keep_top needs`},
+		{"keep_top rolling", "every: 1d", "every: 1d\n    window: rolling\n    periods: 3\n    keep_top: 10", `t.yaml:8:15: boards[0].keep_top: keep_top does not work on rolling boards`},
+		{"base on max", "every: 1d", "every: 1d\n    aggregate: max\n    base: true", `t.yaml:7:11: boards[0].base: base needs a periodic or total board with aggregate sum`},
+		{"base on rolling", "every: 1d", "every: 1d\n    window: rolling\n    periods: 2\n    base: true", `t.yaml:8:11: boards[0].base: base needs`},
+		{"route base without board base", "member: anchor_id", "member: anchor_id\n    base: coins", `t.yaml:9:11: routes[0].base: board "b" does not take a base`},
+		{"retention below grace", "every: 1d", "every: 1d\n    grace: 10m\n    retention: 5m", `t.yaml:7:16: boards[0].retention: retention 5m0s is shorter than grace 10m0s`},
+		{"rolling retention too short", "every: 1d", "every: 1d\n    window: rolling\n    periods: 7\n    retention: 7d", `t.yaml:8:16: boards[0].retention: a rolling board of 7 × 1d needs a retention of at least 200h0m0s`},
+		{"retention on total", "every: 1d", "window: total\n    retention: 7d", `t.yaml:6:16: boards[0].retention: total boards never expire`},
+		{"bad duration", "every: 1d", "every: 1d\n    grace: soon", `t.yaml:6:12: boards[0].grace: invalid duration "soon"`},
+		{"redis prefix with colon", `redis: {addr: "localhost:6379"}`, `redis: {addr: "localhost:6379", prefix: "a:b"}`, `t.yaml:2:41: redis.prefix: prefix "a:b" must be non-empty without '{', '}' or ':'`},
+		{"redis prefix with brace", `redis: {addr: "localhost:6379"}`, `redis: {addr: "localhost:6379", prefix: "a{"}`, `t.yaml:2:41: redis.prefix: prefix "a{"`},
+		{"no redis", `redis: {addr: "localhost:6379"}`, `redis: {db: 1}`, `t.yaml:2:8: redis.addr: no address`},
+		{"kafka topic without schema", `kafka: {brokers: ["localhost:9092"]}`, `kafka: {brokers: ["localhost:9092"], topics: [gift, clicks]}`, `t.yaml:1:53: kafka.topics[1]: topic "clicks" has no schema`},
+		{"route topic not consumed", `kafka: {brokers: ["localhost:9092"]}`, `kafka: {brokers: ["localhost:9092"], topics: [like]}`, `t.yaml:1:47: kafka.topics[0]: topic "like" has no route`},
+		{"bad broker", `["localhost:9092"]`, `["localhost"]`, `t.yaml:1:19: kafka.brokers[0]: broker "localhost" is not host:port`},
+		{"bad field type", "", "topics:\n  gift:\n    fields:\n      vip: integer\n", `t.yaml:13:12: topics.gift.fields.vip.type: unknown field type "integer"`},
+		{"bad field default", "", "topics:\n  gift:\n    fields:\n      vip: {type: int, default: high}\n", `t.yaml:13:33: topics.gift.fields.vip.default: "high" is not a valid int`},
+		{"bad enum", "every: 1d", "every: 1d\n    order: up", `t.yaml:6:12: boards[0].order: unknown value "up" (want desc, asc)`},
+		{"decimals", "every: 1d", "every: 1d\n    decimals: 19", `t.yaml:6:15: boards[0].decimals: must be in [0, 18], got 19`},
+		{"tie_epoch on periodic", "every: 1d", "every: 1d\n    tie_epoch: 2025-01-01", `t.yaml:6:16: boards[0].tie_epoch: tie_epoch is only for total boards`},
+		{"syntax error", "boards:\n", "boards:\n  - name: [\n", `t.yaml:`},
+		{"not a mapping", base, "- oops\n", `t.yaml:1: the config must be a mapping`},
+		{"empty", base, "", `t.yaml: empty config`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := base + tt.new
+			if tt.old != "" {
+				if !strings.Contains(base, tt.old) {
+					t.Fatalf("base has no %q", tt.old)
+				}
+				src = strings.Replace(base, tt.old, tt.new, 1)
+			}
+			_, err := LoadBytes("t.yaml", []byte(src))
+			if err == nil {
+				t.Fatalf("config accepted:\n%s", src)
+			}
+			first, _, _ := strings.Cut(err.Error(), "\n")
+			if !strings.HasPrefix(first, tt.want) {
+				t.Fatalf("first error\n got %s\nwant %s...\nall errors:\n%v\nconfig:\n%s", first, tt.want, err, src)
+			}
+		})
+	}
+}
+
+func TestAllErrorsSortedByLine(t *testing.T) {
+	src := `kafka: {brokers: ["localhost:9092"], workers: 0}
+redis: {addr: "localhost:6379", prefix: "x:y"}
+boards:
+  - name: b
+    every: 2d
+  - name: B
+    window: rolling
+    every: 1d
+    periods: 7
+    aggregate: max
+routes:
+  - topic: gift
+    member: nope
+    boards: [b, c]
+`
+	_, err := LoadBytes("t.yaml", []byte(src))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	var lines []string
+	for _, e := range unjoin(err) {
+		var ce *Error
+		if !errors.As(e, &ce) {
+			t.Fatalf("%v is not an *Error", e)
+		}
+		lines = append(lines, strings.SplitN(ce.Error(), ":", 4)[1])
+	}
+	want := []string{"1", "2", "5", "6", "10", "13", "14"}
+	if !slices.Equal(lines, want) {
+		t.Fatalf("error lines %v, want %v:\n%v", lines, want, err)
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	t.Setenv("RANKD_KAFKA_BROKERS", "k1:9092, k2:9092")
+	t.Setenv("RANKD_REDIS_ADDRS", "r1:7000,r2:7000")
+	t.Setenv("RANKD_REDIS_PASSWORD", "s3cret")
+	t.Setenv("RANKD_HTTP_LISTEN", "127.0.0.1:9000")
+	c, err := LoadBytes("example.yaml", Example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.Kafka.Brokers, []string{"k1:9092", "k2:9092"}) || c.Redis.Addr != "" ||
+		!slices.Equal(c.Redis.Addrs, []string{"r1:7000", "r2:7000"}) || !c.Redis.Cluster() ||
+		c.Redis.Password != "s3cret" || c.HTTP.Listen != "127.0.0.1:9000" {
+		t.Fatalf("overrides not applied: %+v %+v %+v", c.Kafka, c.Redis, c.HTTP)
+	}
+
+	t.Setenv("RANKD_REDIS_ADDR", "r0:6379")
+	if _, err := LoadBytes("example.yaml", Example); err == nil || !strings.Contains(err.Error(), "both RANKD_REDIS_ADDR and RANKD_REDIS_ADDRS") {
+		t.Fatalf("both redis env vars: err = %v", err)
+	}
+	t.Setenv("RANKD_REDIS_ADDRS", "")
+	c, err = LoadBytes("example.yaml", Example)
+	if err != nil || c.Redis.Addr != "r0:6379" || c.Redis.Cluster() {
+		t.Fatalf("RANKD_REDIS_ADDR: %+v, %v", c.Redis, err)
+	}
+}
+
+func TestTopicsOverride(t *testing.T) {
+	src := base + `topics:
+  gift:
+    id: msg_id
+    fields:
+      vip: int
+      coins: {type: float}
+      badge: {type: string, required: true, default: none}
+  clicks:
+    ts: at
+    fields:
+      page: string
+`
+	src = strings.Replace(src, "member: anchor_id", "member: anchor_id\n    when: vip > 2 && badge != \"\"\n    score: coins * 1.5", 1)
+	c, err := LoadBytes("t.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gift := c.Schemas()["gift"]
+	if gift.IDField != "msg_id" {
+		t.Errorf("gift id field = %q", gift.IDField)
+	}
+	for name, want := range map[string]ranking.FieldType{"vip": ranking.TypeInt, "coins": ranking.TypeFloat, "badge": ranking.TypeString, "zone": ranking.TypeString, "msg_id": ranking.TypeString} {
+		if got, ok := gift.Field(name); !ok || got != want {
+			t.Errorf("gift field %s = %v, %v; want %v", name, got, ok, want)
+		}
+	}
+	if clicks := c.Schemas()["clicks"]; clicks.TSField != "at" || len(clicks.Fields) != 1 {
+		t.Errorf("clicks schema = %+v", clicks)
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	for s, want := range map[string]time.Duration{"0": 0, "90s": 90 * time.Second, "7d": 7 * 24 * time.Hour, "2w": 14 * 24 * time.Hour, "1h30m": 90 * time.Minute} {
+		if got, err := parseDuration(s); err != nil || got != want {
+			t.Errorf("parseDuration(%q) = %v, %v; want %v", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"", "1y", "d", "-1d7"} {
+		if _, err := parseDuration(s); err == nil {
+			t.Errorf("parseDuration(%q) succeeded", s)
+		}
+	}
+}

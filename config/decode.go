@@ -1,0 +1,336 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/rankd/rankd/ranking"
+)
+
+// spec is what the file declares beyond Config's plain sections: the
+// boards (defaults applied, retention not yet resolved) and the topic
+// overrides.
+type spec struct {
+	boards []*ranking.Board
+	topics []*topicSpec
+}
+
+// topicSpec overrides or declares the schema of one topic.
+type topicSpec struct {
+	name, path string
+	id, ts     string // "": keep the default
+	fields     []ranking.Field
+}
+
+// decodeRoot decodes the whole file into c and s.
+func (l *loader) decodeRoot(root *yaml.Node, c *Config, s *spec) {
+	k, r := &c.Kafka, &c.Redis
+	l.mapping(root, "", map[string]field{
+		"kafka": func(n *yaml.Node, p string) {
+			l.mapping(n, p, map[string]field{
+				"brokers": l.strs(&k.Brokers),
+				"group":   l.str(&k.Group),
+				"topics":  l.strs(&k.Topics),
+				"workers": l.integer(&k.Workers),
+				"batch": func(n *yaml.Node, p string) {
+					l.mapping(n, p, map[string]field{
+						"count":  l.integer(&k.Batch.Count),
+						"bytes":  l.integer(&k.Batch.Bytes),
+						"linger": l.duration(&k.Batch.Linger),
+					})
+				},
+				"dead_letter_topic": l.str(&k.DeadLetterTopic),
+				"max_message_bytes": l.integer(&k.MaxMessageBytes),
+				"future_skew":       l.duration(&k.FutureSkew),
+				"min_bytes":         l.integer(&k.MinBytes),
+				"max_wait":          l.duration(&k.MaxWait),
+			})
+		},
+		"redis": func(n *yaml.Node, p string) {
+			l.mapping(n, p, map[string]field{
+				"addr":       l.str(&r.Addr),
+				"addrs":      l.strs(&r.Addrs),
+				"db":         l.integer(&r.DB),
+				"password":   l.str(&r.Password),
+				"prefix":     l.str(&r.Prefix),
+				"dedupe_ttl": l.duration(&r.DedupeTTL),
+				"pool_size":  l.integer(&r.PoolSize),
+			})
+		},
+		"http": func(n *yaml.Node, p string) {
+			l.mapping(n, p, map[string]field{"listen": l.str(&c.HTTP.Listen)})
+		},
+		"rollover": func(n *yaml.Node, p string) {
+			l.mapping(n, p, map[string]field{
+				"lead":     l.duration(&c.Rollover.Lead),
+				"interval": l.duration(&c.Rollover.Interval),
+			})
+		},
+		"topics": func(n *yaml.Node, p string) {
+			l.dict(n, p, func(name string, v *yaml.Node, p string) {
+				s.topics = append(s.topics, l.topic(name, v, p))
+			})
+		},
+		"boards": func(n *yaml.Node, p string) {
+			l.sequence(n, p, func(v *yaml.Node, p string) { s.boards = append(s.boards, l.board(v, p)) })
+		},
+		"routes": func(n *yaml.Node, p string) {
+			l.sequence(n, p, func(v *yaml.Node, p string) { c.Routes = append(c.Routes, l.route(v, p)) })
+		},
+	})
+}
+
+// dict calls f for every key of mapping n (keys are names, not fields).
+func (l *loader) dict(n *yaml.Node, path string, f func(key string, v *yaml.Node, path string)) {
+	n = deref(n)
+	if n.Kind != yaml.MappingNode {
+		l.errorAt(n, path, "want a mapping, got %s", kindName(n))
+		return
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], deref(n.Content[i+1])
+		p := join(path, k.Value)
+		if seen[k.Value] {
+			l.errorAt(k, p, "duplicate key")
+			continue
+		}
+		seen[k.Value] = true
+		l.pos[p] = pos{v.Line, v.Column}
+		f(k.Value, v, p)
+	}
+}
+
+// enum decodes one of the given names.
+func enum[T any](l *loader, dst *T, names []string, vals []T) field {
+	return func(n *yaml.Node, path string) {
+		s, ok := l.scalar(n, path)
+		if !ok {
+			return
+		}
+		i := slices.Index(names, strings.ToLower(s))
+		if i < 0 {
+			l.errorAt(n, path, "unknown value %q (want %s)", s, strings.Join(names, ", "))
+			return
+		}
+		*dst = vals[i]
+	}
+}
+
+var weekdays = []string{"sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"}
+
+// board decodes one board over the per-board defaults.
+func (l *loader) board(n *yaml.Node, path string) *ranking.Board {
+	b := boardDefaults()
+	l.mapping(n, path, map[string]field{
+		"name":  l.str(&b.Name),
+		"title": l.str(&b.Title),
+		"window": enum(l, &b.Window, []string{"total", "periodic", "rolling"},
+			[]ranking.Window{ranking.WindowTotal, ranking.WindowPeriodic, ranking.WindowRolling}),
+		"every": func(n *yaml.Node, p string) {
+			if s, ok := l.scalar(n, p); ok {
+				u, err := ranking.ParseUnit(s)
+				if err != nil {
+					l.errorAt(n, p, "%v", err)
+				}
+				b.Every = u
+			}
+		},
+		"periods": l.integer(&b.Periods),
+		"timezone": func(n *yaml.Node, p string) {
+			s, ok := l.scalar(n, p)
+			if !ok {
+				return
+			}
+			loc, err := time.LoadLocation(s)
+			if err != nil || s == "" || s == "Local" {
+				l.errorAt(n, p, "unknown time zone %q (want an IANA name such as UTC or Asia/Shanghai)", s)
+				return
+			}
+			b.Location = loc
+		},
+		"week_start": enum(l, &b.WeekStart, weekdays,
+			[]time.Weekday{time.Sunday, time.Monday, time.Tuesday, time.Wednesday, time.Thursday, time.Friday, time.Saturday}),
+		"dims": l.strs(&b.Dims),
+		"aggregate": enum(l, &b.Aggregate, []string{"sum", "max", "min", "last"},
+			[]ranking.Aggregate{ranking.AggSum, ranking.AggMax, ranking.AggMin, ranking.AggLast}),
+		"order":    enum(l, &b.Order, []string{"desc", "asc"}, []ranking.Order{ranking.Desc, ranking.Asc}),
+		"tiebreak": enum(l, &b.Tiebreak, []string{"none", "first", "last"}, []ranking.Tiebreak{ranking.TieNone, ranking.TieFirst, ranking.TieLast}),
+		"tie_unit": enum(l, &b.TieUnit, []string{"1ms", "1s", "1m"}, []time.Duration{time.Millisecond, time.Second, time.Minute}),
+		"tie_epoch": func(n *yaml.Node, p string) {
+			s, ok := l.scalar(n, p)
+			if !ok {
+				return
+			}
+			t, err := time.Parse(time.RFC3339, s)
+			if err != nil {
+				if t, err = time.Parse(time.DateOnly, s); err != nil {
+					l.errorAt(n, p, "invalid time %q (want RFC 3339, e.g. 2025-01-01T00:00:00+08:00, or a UTC date 2025-01-01)", s)
+					return
+				}
+			}
+			b.TieEpoch = t
+		},
+		"tie_horizon": l.duration(&b.TieHorizon),
+		"sort": func(n *yaml.Node, p string) {
+			l.sequence(n, p, func(v *yaml.Node, p string) {
+				f := ranking.SortField{Order: ranking.Desc}
+				l.mapping(v, p, map[string]field{
+					"field": l.str(&f.Name),
+					"order": enum(l, &f.Order, []string{"desc", "asc"}, []ranking.Order{ranking.Desc, ranking.Asc}),
+					"bits":  l.integer(&f.Bits),
+				})
+				b.Sort = append(b.Sort, f)
+			})
+		},
+		"decimals":  l.integer(&b.Decimals),
+		"keep_top":  l.integer(&b.KeepTop),
+		"retention": l.duration(&b.Retention),
+		"grace":     l.duration(&b.Grace),
+		"base":      l.boolean(&b.HasBase),
+	})
+	return b
+}
+
+// route decodes one routing rule.
+func (l *loader) route(n *yaml.Node, path string) ranking.Route {
+	var r ranking.Route
+	l.mapping(n, path, map[string]field{
+		"topic":  l.str(&r.Topic),
+		"when":   l.str(&r.When),
+		"member": l.str(&r.Member),
+		"score":  l.str(&r.Score),
+		"base":   l.str(&r.Base),
+		"sort": func(n *yaml.Node, p string) {
+			r.Sort = map[string]string{}
+			l.dict(n, p, func(name string, v *yaml.Node, p string) {
+				if s, ok := l.scalar(v, p); ok {
+					r.Sort[name] = s
+				}
+			})
+		},
+		"boards": l.strs(&r.Boards),
+	})
+	return r
+}
+
+// topic decodes a topic's schema override.
+func (l *loader) topic(name string, n *yaml.Node, path string) *topicSpec {
+	t := &topicSpec{name: name, path: path}
+	l.mapping(n, path, map[string]field{
+		"id": l.str(&t.id),
+		"ts": l.str(&t.ts),
+		"fields": func(n *yaml.Node, p string) {
+			l.dict(n, p, func(fname string, v *yaml.Node, p string) {
+				if f, ok := l.schemaField(fname, v, p); ok {
+					t.fields = append(t.fields, f)
+				}
+			})
+		},
+	})
+	return t
+}
+
+// schemaField decodes "name: type" or "name: {type, required, default}".
+func (l *loader) schemaField(name string, n *yaml.Node, path string) (ranking.Field, bool) {
+	f := ranking.Field{Name: name}
+	var typ, def string
+	var defNode *yaml.Node
+	if n.Kind == yaml.ScalarNode {
+		typ = n.Value
+	} else {
+		l.mapping(n, path, map[string]field{
+			"type":     l.str(&typ),
+			"required": l.boolean(&f.Required),
+			"default": func(n *yaml.Node, p string) {
+				if s, ok := l.scalar(n, p); ok {
+					def, defNode = s, n
+				}
+			},
+		})
+	}
+	t, err := ranking.ParseFieldType(typ)
+	if err != nil {
+		l.errorf(join(path, "type"), "%v", err)
+		return f, false
+	}
+	f.Type = t
+	if defNode == nil {
+		return f, true
+	}
+	var v any
+	switch t {
+	case ranking.TypeString:
+		v = def
+	case ranking.TypeInt:
+		v, err = strconv.ParseInt(def, 10, 64)
+	case ranking.TypeFloat:
+		v, err = strconv.ParseFloat(def, 64)
+	case ranking.TypeBool:
+		v, err = strconv.ParseBool(def)
+	}
+	if err != nil {
+		l.errorAt(defNode, join(path, "default"), "%q is not a valid %s", def, t)
+		return f, false
+	}
+	f.Default = v
+	return f, true
+}
+
+// schemas builds the schema of every topic: the defaults of gift, like and
+// comment, overridden and extended by the topics section.
+func (l *loader) schemas(c *Config, s *spec) map[string]*ranking.Schema {
+	out := ranking.DefaultSchemas()
+	for _, t := range s.topics {
+		sc := out[t.name]
+		if sc == nil {
+			sc = &ranking.Schema{IDField: "id", TSField: "ts"}
+			out[t.name] = sc
+		}
+		if t.id != "" {
+			sc.IDField = t.id
+		}
+		if t.ts != "" {
+			sc.TSField = t.ts
+		}
+		// A field named like the new id or ts field gives way to it.
+		sc.Fields = slices.DeleteFunc(sc.Fields, func(f ranking.Field) bool {
+			return f.Name == sc.IDField || f.Name == sc.TSField
+		})
+		for _, f := range t.fields {
+			if i := slices.IndexFunc(sc.Fields, func(g ranking.Field) bool { return g.Name == f.Name }); i >= 0 {
+				sc.Fields[i] = f
+			} else {
+				sc.Fields = append(sc.Fields, f)
+			}
+		}
+		if err := sc.Validate(); err != nil {
+			for _, e := range unjoin(err) {
+				l.errorf(t.path, "%v", e)
+			}
+		}
+	}
+	for _, sc := range out {
+		sc.MaxBytes = c.Kafka.MaxMessageBytes
+		sc.FutureSkew = c.Kafka.FutureSkew
+	}
+	return out
+}
+
+// unjoin splits an errors.Join error.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// describe is used in messages that list a board's settings.
+func describe(b *ranking.Board) string {
+	return fmt.Sprintf("aggregate %v, order %v, tiebreak %v", b.Aggregate, b.Order, b.Tiebreak)
+}
