@@ -40,8 +40,10 @@ var (
 // satisfy |v| <= MaxValue, and multi-factor values (packed with PackSort,
 // "bigger is better") 0 <= v <= MaxValue.
 //
-// Rolling boards keep the window sum within ±MaxValue by bounding each
-// period's value to MaxValue/Periods (the store enforces it).
+// Plain boards keep one bit of headroom (values stay below 2^52 in
+// magnitude) so that adding two in-range values is always exact. Rolling
+// boards keep the window sum within ±MaxValue by bounding each period's value
+// to MaxValue/Periods (the store enforces it).
 type Codec struct {
 	Order     Order
 	Tiebreak  Tiebreak
@@ -84,7 +86,9 @@ func NewCodec(b *Board) (Codec, error) {
 	if b.Window != WindowTotal && b.Every.Kind == UnitNone {
 		return fail("%v window needs a period unit", b.Window)
 	}
-	var headroom uint
+	// One bit of headroom: the sum of two in-range values stays exact in a
+	// double, which lets the store add first and range-check the result.
+	const headroom = 1
 	if b.Window == WindowRolling && b.Periods < 1 {
 		return fail("rolling window needs periods >= 1, got %d", b.Periods)
 	}

@@ -6,23 +6,27 @@
 //
 // Store.Apply takes a slice of Updates. Consecutive updates with the same
 // MsgID form one event. An event whose MsgID was already applied (within the
-// dedupe TTL) is a duplicate: none of its updates is applied. Updates are
-// judged in input order, per stream = (board, dims):
+// dedupe TTL) is a duplicate: none of its updates is applied; each reports
+// StatusDuplicate, except that an update whose first delivery was late or
+// out of range reports that verdict again (so a redelivered message is
+// dead-lettered again rather than lost). Updates are judged in input order,
+// per stream = (board, dims):
 //
 //  1. Period: j = board calendar At(update.Time); total boards have one
 //     period, "all".
 //  2. Late: the stream time st is the largest Time among the stream's
-//     accepted updates so far (kept in Redis). An update of period j is late
-//     when st >= j.End + board.Grace. A late update is not applied and is
-//     reported with StatusLate. Total boards are never late.
+//     updates so far that were neither duplicates nor late (kept in Redis).
+//     An update of period j is late when st >= j.End + board.Grace. A late
+//     update is not applied and is reported with StatusLate. Total boards
+//     are never late. Every other update then sets st = max(st, Time).
 //  3. Range: an update whose result would leave the board's exact range
 //     (Codec.MaxValue; for sum boards the member's value in period j after
 //     adding base and delta; for rolling boards the per-period bound is
 //     MaxValue/N so the window sum always fits) or whose tie time does not fit
-//     (total boards: outside [TieEpoch, TieEpoch+TieHorizon)) is reported with
+//     (total boards: a tie offset from TieEpoch outside [0, 2^TieBits)) is reported with
 //     StatusOutOfRange and not applied. On keep_top sum boards a delta <= 0 is
 //     out of range (keep_top needs updates that never lower a member).
-//  4. Apply to member m of period j (st = max(st, Time)):
+//  4. Apply to member m of period j:
 //     - sum: absent -> value = base (if the board has base and the update
 //     carries one, else 0) + delta; present -> value += delta. tie = max(tie, t).
 //     - max: absent, or v > value -> value = v, tie = t; v == value -> tie =

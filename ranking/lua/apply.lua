@@ -103,12 +103,14 @@ local function judge(g, pi, member, value, t, base, msgid, codes, ci)
     if byp == nil then byp = {order = {}}; g.recs[pi] = byp end
     local r = byp[member]
     if r == nil then
-      r = {m = member, pi = pi, fast = true, d = 0, vals = {}, rc = {}, ri = {}}
+      r = {m = member, pi = pi, fast = true, d = 0, abs = 0, pmin = 0, pmax = 0, vals = {}, rc = {}, ri = {}}
       r.zk = (g.window == 0) and (g.kb .. 't:all') or p.pk
       byp[member] = r
       byp.order[#byp.order + 1] = member
     end
     r.d = r.d + value
+    if value < 0 then r.abs = r.abs - value else r.abs = r.abs + value end
+    if r.d < r.pmin then r.pmin = r.d elseif r.d > r.pmax then r.pmax = r.d end
     local n = #r.vals + 1
     r.vals[n], r.rc[n], r.ri[n] = value, codes, ci
     return nil
@@ -146,7 +148,7 @@ local function judge(g, pi, member, value, t, base, msgid, codes, ci)
 end
 
 -- events: dedupe, then judge every update in order
-local evcodes, evkeys = {}, {}
+local evcodes, evkeys, incall, dupof = {}, {}, {}, {}
 local nev = nn()
 for e = 1, nev do
   local msgid = nx()
@@ -154,16 +156,14 @@ for e = 1, nev do
   local dkey = dprefix .. msgid
   local codes = {}
   if not call('SET', dkey, '0', 'NX', 'PX', dttl) then
-    -- duplicate: report it, but repeat late / out-of-range verdicts so that
-    -- a redelivered message is dead-lettered again rather than lost
-    local prior = call('GET', dkey) or ''
-    for i = 1, nu do
-      local c = string.sub(prior, i, i)
-      if c == '2' or c == '3' then codes[i] = c else codes[i] = '1' end
-      pos = pos + 6
-    end
+    -- duplicate: its verdicts are filled in at the end, from the original
+    -- (earlier in this call, or stored in the dedupe key by an earlier call)
+    if incall[dkey] then dupof[e] = incall[dkey] else dupof[e] = call('GET', dkey) or '' end
+    codes.n = nu
+    pos = pos + 6 * nu
   else
     evkeys[e] = dkey
+    incall[dkey] = e
     for i = 1, nu do
       local gi, pi, member, value, t, base = nn(), nn(), nx(), nn(), nn(), nx()
       codes[i] = judge(G[gi], pi, member, value, t, base, msgid, codes, i)
@@ -172,34 +172,42 @@ for e = 1, nev do
   evcodes[e] = codes
 end
 
--- fast path write of P: ZADD XX INCR (1 call) or ZADD for a new member.
--- Returns the value added. A result outside [lo, hi] is undone and the
--- member's updates are judged one by one, exactly as the slow path would.
+-- fast path write of P: one ZADD XX INCR (plus a ZADD for a new member).
+-- Values are kept within 2^52 (the codec's headroom bit), so old + d is
+-- exact whenever the updates' magnitudes sum to at most 2^52; when some
+-- intermediate value (old + a prefix sum) leaves [lo, hi] the increment is
+-- undone with the exact old value. Larger sums read the
+-- old value first. Either way a member whose sum would leave the range has
+-- its updates judged one by one, exactly as the slow path does.
+local HEADROOM = 4503599627370496 -- 2^52
 local function fastP(g, r)
-  local nv = call('ZADD', r.zk, 'XX', 'INCR', num(r.d), r.m)
-  local existed = nv ~= false
-  if existed then nv = tonumber(nv) else nv = r.d end
-  if nv <= g.hi and nv >= g.lo then
-    if not existed then call('ZADD', r.zk, num(nv), r.m) end
-    for i = 1, #r.rc do r.rc[i][r.ri[i]] = '0' end
-    return r.d
+  local old, existed
+  if r.abs <= HEADROOM then
+    local nv = call('ZADD', r.zk, 'XX', 'INCR', num(r.d), r.m)
+    existed = nv ~= false
+    if existed then nv = tonumber(nv) else nv = r.d end
+    old = nv - r.d
+    -- every intermediate value (old + each prefix sum) must be in range
+    if old + r.pmax <= g.hi and old + r.pmin >= g.lo then
+      if not existed then call('ZADD', r.zk, num(nv), r.m) end
+      for i = 1, #r.rc do r.rc[i][r.ri[i]] = '0' end
+      return r.d
+    end
+  else
+    local cur = call('ZSCORE', r.zk, r.m)
+    existed = cur ~= false
+    old = tonumber(cur) or 0
   end
-  local old = nv - r.d
-  local cur = old
-  local applied = false
+  local cur, applied = old, false
   for i, v in ipairs(r.vals) do
     if cur + v > g.hi or cur + v < g.lo then r.rc[i][r.ri[i]] = '3'
     else cur = cur + v; r.rc[i][r.ri[i]] = '0'; applied = true end
   end
-  if existed then
-    if cur ~= nv then call('ZADD', r.zk, num(cur), r.m) end
-  elseif applied then
+  if existed or applied then
     call('ZADD', r.zk, num(cur), r.m)
-  else
-    r.dirty = false
-    return nil
+    return cur - old
   end
-  return cur - old
+  return nil
 end
 
 -- writes
@@ -288,9 +296,26 @@ for _, g in ipairs(G) do
     if g.metattl > 0 then call('PEXPIRE', mk, g.metattl) end
   end
 end
+-- verdicts: originals first (stored with their dedupe key when not all
+-- applied), then duplicates, which repeat late / out-of-range verdicts so
+-- that a redelivered message is dead-lettered again rather than lost
 for e = 1, nev do
-  local str = table.concat(evcodes[e])
-  if evkeys[e] and string.find(str, '[23]') then call('SET', evkeys[e], str, 'XX', 'KEEPTTL') end
-  evcodes[e] = str
+  if not dupof[e] then
+    local str = table.concat(evcodes[e])
+    if string.find(str, '[23]') then call('SET', evkeys[e], str, 'XX', 'KEEPTTL') end
+    evcodes[e] = str
+  end
+end
+for e = 1, nev do
+  local orig = dupof[e]
+  if orig then
+    if type(orig) == 'number' then orig = evcodes[orig] end
+    local codes = {}
+    for i = 1, evcodes[e].n do
+      local c = string.sub(orig, i, i)
+      if c == '2' or c == '3' then codes[i] = c else codes[i] = '1' end
+    end
+    evcodes[e] = table.concat(codes)
+  end
 end
 return evcodes
