@@ -71,7 +71,7 @@ func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
 func WithCallSize(n int) Option { return func(s *Store) { s.maxCall = n } }
 
 // WithRolloverChunk sets the members carried per rollover script call
-// (default 500).
+// (default 250, about 1 ms of Redis time).
 func WithRolloverChunk(n int) Option { return func(s *Store) { s.chunk = n } }
 
 // boardState is a board plus everything derived from it once.
@@ -151,7 +151,7 @@ func newBoardState(b *Board) (*boardState, error) {
 func NewStore(rdb redis.UniversalClient, boards []*Board, opts ...Option) (*Store, error) {
 	s := &Store{
 		rdb: rdb, boards: map[string]*boardState{}, prefix: "rankd", ttl: 24 * time.Hour,
-		now: time.Now, log: slog.Default(), maxCall: 500, chunk: 500, lockTTL: 30 * time.Second,
+		now: time.Now, log: slog.Default(), maxCall: 500, chunk: 250, lockTTL: 30 * time.Second,
 		known: map[string]bool{}, rollWait: 30 * time.Second,
 	}
 	_, s.cluster = rdb.(*redis.ClusterClient)
