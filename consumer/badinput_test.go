@@ -1,0 +1,181 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/ranking"
+)
+
+// TestBadInput produces a table of malformed messages between good ones
+// (one partition per topic, so the order is known) and checks that each
+// lands on the dead-letter topic with the expected reason and origin
+// headers, that the good messages around them are applied (boards equal the
+// oracle, including a late event that still counts on its total board),
+// that the group commits everything, and that the worker keeps consuming.
+func TestBadInput(t *testing.T) {
+	f := newFixture(t, testenv.Redis(t), 1)
+	now := time.Now()
+	at := now.Add(-2 * time.Hour).Truncate(time.Hour).Add(10 * time.Minute)
+	ms := func(t time.Time) int64 { return t.UnixMilli() }
+	gift := func(id string, ts int64, extra string) string {
+		return fmt.Sprintf(`{"id":%q,"ts":%d,"user_id":"u1","anchor_id":"a1","room_id":"r1","zone":"z1","gift_id":"rose","count":1,"coins":10%s}`,
+			id, ts, extra)
+	}
+	big := `{"id":"big","ts":` + strconv.FormatInt(ms(at), 10) + `,"anchor_id":"a1","pad":"` + strings.Repeat("x", 2<<20) + `"}`
+
+	tests := []struct {
+		name   string
+		topic  string
+		value  string
+		header []kafka.Header
+		reason string // "" for a message that must not be dead-lettered
+	}{
+		{name: "good before", topic: "gift", value: gift("g1", ms(at), "")},
+		{name: "not JSON", topic: "gift", value: `{"id":"nj","ts":`, reason: ranking.ReasonDecode},
+		{name: "JSON array", topic: "gift", value: `[1,2,3]`, reason: ranking.ReasonDecode},
+		{name: "JSON null", topic: "like", value: `null`, reason: ranking.ReasonDecode},
+		{name: "empty value", topic: "comment", value: ``, reason: ranking.ReasonDecode},
+		{name: "trailing data", topic: "gift", value: gift("td", ms(at), "") + `{}`, reason: ranking.ReasonDecode},
+		{name: "wrong type", topic: "gift", value: `{"id":"wt","ts":1,"anchor_id":"a1","coins":"lots"}`, reason: ranking.ReasonValidation},
+		{name: "ts not a number", topic: "like", value: `{"id":"ts","ts":"yesterday","anchor_id":"a1"}`, reason: ranking.ReasonValidation},
+		{name: "fractional count", topic: "like", value: `{"id":"fc","ts":1,"anchor_id":"a1","count":1.5}`, reason: ranking.ReasonValidation},
+		{name: "NaN", topic: "gift", value: `{"id":"nan","ts":1,"anchor_id":"a1","coins":NaN}`, reason: ranking.ReasonDecode},
+		{name: "huge number", topic: "gift", value: gift("huge", ms(at), `,"count":1e400`), reason: ranking.ReasonOutOfRange},
+		{name: "beyond int64", topic: "gift", value: gift("i65", ms(at), `,"coins":99999999999999999999`), reason: ranking.ReasonOutOfRange},
+		{name: "beyond the board's exact range", topic: "gift", value: gift("range", ms(at), `,"coins":9007199254740991`), reason: ranking.ReasonOutOfRange},
+		{name: "missing member", topic: "gift", value: `{"id":"nm","ts":` + strconv.FormatInt(ms(at), 10) + `,"coins":5}`, reason: ranking.ReasonNoMember},
+		{name: "invalid UTF-8", topic: "gift", value: "{\"id\":\"bad\xff\",\"ts\":1,\"anchor_id\":\"a1\"}", reason: ranking.ReasonDecode},
+		{name: "invalid UTF-8 id header", topic: "like", value: `{"ts":1,"anchor_id":"a1"}`,
+			header: []kafka.Header{{Key: "id", Value: []byte("\xfe\xff")}}, reason: ranking.ReasonValidation},
+		{name: "2 MB payload", topic: "gift", value: big, reason: ranking.ReasonTooLarge},
+		{name: "ts far in the future", topic: "gift", value: gift("fut", ms(now.AddDate(1, 0, 0)), ""), reason: ranking.ReasonFuture},
+		{name: "good later", topic: "gift", value: gift("g2", ms(at.Add(time.Hour)), "")},
+		{name: "late", topic: "gift", value: gift("late", ms(at), ""), reason: ranking.ReasonLate},
+		{name: "duplicate of a good one", topic: "gift", value: gift("g1", ms(at), "")},
+		{name: "duplicate of the late one", topic: "gift", value: gift("late", ms(at), ""), reason: ranking.ReasonLate},
+		{name: "filtered comment", topic: "comment", value: `{"id":"c0","ts":` + strconv.FormatInt(ms(at), 10) + `,"anchor_id":"a1","news_id":""}`},
+		{name: "negative like", topic: "like", value: `{"id":"neg","ts":` + strconv.FormatInt(ms(at), 10) + `,"anchor_id":"a2","count":-5}`},
+		{name: "good after", topic: "like", value: `{"id":"l9","ts":` + strconv.FormatInt(ms(at.Add(time.Hour)), 10) + `,"anchor_id":"a3"}`},
+	}
+	type origin struct {
+		topic  string
+		offset int64
+	}
+	var msgs []msg
+	want := map[origin]string{}
+	names := map[origin]string{}
+	offsets := map[string]int64{}
+	for _, tt := range tests {
+		msgs = append(msgs, msg{topic: tt.topic, key: "k", value: []byte(tt.value), headers: tt.header})
+		o := origin{f.kafkaOf[tt.topic], offsets[tt.topic]}
+		names[o] = tt.name
+		if tt.reason != "" {
+			want[o] = tt.reason
+		}
+		offsets[tt.topic]++
+	}
+
+	r := f.start(f.consumerConfig(), f.sink())
+	f.produce(f.newWriter(), msgs)
+	f.waitCommitted(time.Minute, r)
+
+	// The dead-letter topic holds exactly the bad messages.
+	t.Logf("%d messages produced, %d of them bad", len(msgs), len(want))
+	got := map[origin]string{}
+	for _, m := range readAll(t, f.broker.Addrs(), f.dlq, len(want)) {
+		h := map[string]string{}
+		for _, x := range m.Headers {
+			if _, dup := h[x.Key]; !dup {
+				h[x.Key] = string(x.Value)
+			}
+		}
+		off, err := strconv.ParseInt(h[HeaderOffset], 10, 64)
+		if err != nil || h[HeaderPartition] != "0" || h[HeaderError] == "" {
+			t.Errorf("dead letter with headers %q", h)
+		}
+		o := origin{h[HeaderTopic], off}
+		got[o] = h[HeaderReason]
+		if h[HeaderReason] == ranking.ReasonTooLarge {
+			if len(m.Value) != 0 || h[HeaderTruncated] != strconv.Itoa(len(big)) {
+				t.Errorf("too_large dead letter: value of %d bytes, truncated header %q; want none and %d", len(m.Value), h[HeaderTruncated], len(big))
+			}
+		} else if want[o] != "" && h[HeaderTruncated] != "" {
+			t.Errorf("dead letter %v truncated", o)
+		}
+	}
+	for o, reason := range want {
+		if got[o] != reason {
+			t.Errorf("%s: dead-lettered as %q, want %q", names[o], got[o], reason)
+		}
+	}
+	for o, reason := range got {
+		if want[o] == "" {
+			t.Errorf("%s (%s@%d): dead-lettered as %q, want applied", names[o], o.topic, o.offset, reason)
+		}
+	}
+	for _, reason := range []string{ranking.ReasonDecode, ranking.ReasonValidation, ranking.ReasonOutOfRange,
+		ranking.ReasonNoMember, ranking.ReasonTooLarge, ranking.ReasonFuture, ranking.ReasonLate} {
+		n := 0
+		for _, r := range want {
+			if r == reason {
+				n++
+			}
+		}
+		if c := f.metricSum("rankd_consumer_dead_letters_total", "reason", reason); c != float64(n) {
+			t.Errorf("rankd_consumer_dead_letters_total{reason=%q} = %v, want %d", reason, c, n)
+		}
+	}
+	if f.metricSum("rankd_sink_late_total") == 0 || f.metricSum("rankd_sink_duplicates_total") == 0 {
+		t.Error("late or duplicate updates not counted")
+	}
+
+	// The worker is still there: a message produced now is applied.
+	if r.exited() {
+		t.Fatalf("Run returned: %v", r.err)
+	}
+	more := msg{topic: "gift", key: "k", value: []byte(gift("g3", ms(at.Add(time.Hour)), ""))}
+	f.produce(f.newWriter(), []msg{more})
+	f.waitCommitted(time.Minute, r)
+	if err := r.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	o, _ := f.reference(append(msgs, more))
+	f.compare(o)
+}
+
+// readAll reads n messages from partition 0 of topic from the start and
+// checks that no more follow.
+func readAll(t *testing.T, addrs []string, topic string, n int) []kafka.Message {
+	t.Helper()
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: addrs, Topic: topic, Partition: 0,
+		MaxBytes: 4 << 20, MaxWait: 100 * time.Millisecond})
+	defer r.Close()
+	if err := r.SetOffset(kafka.FirstOffset); err != nil {
+		t.Fatal(err)
+	}
+	var out []kafka.Message
+	for len(out) < n {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		m, err := r.ReadMessage(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("reading %s after %d of %d messages: %v", topic, len(out), n, err)
+		}
+		out = append(out, m)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if m, err := r.ReadMessage(ctx); err == nil {
+		t.Errorf("%s holds more than %d messages: offset %d %q", topic, n, m.Offset, slices.Clip(m.Value))
+	}
+	return out
+}

@@ -1,0 +1,165 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"golang.org/x/sync/errgroup"
+)
+
+// Consumer runs the workers of one consumer group in this process and
+// delivers their batches to a Sink.
+type Consumer struct {
+	cfg  Config
+	sink Sink
+	log  *slog.Logger
+	now  func() time.Time
+	m    *metrics
+
+	started atomic.Bool
+	mu      sync.Mutex
+	workers []*worker // while Run is consuming
+}
+
+// New returns a Consumer of cfg's topics delivering to sink. Options:
+// WithRegisterer, WithLogger, WithClock. It connects to nothing: Run does.
+func New(cfg Config, sink Sink, opts ...Option) (*Consumer, error) {
+	if sink == nil {
+		return nil, errors.New("consumer: nil sink")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	o := newOptions(opts)
+	m, err := newMetrics(o.reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering metrics: %w", err)
+	}
+	return &Consumer{cfg: cfg, sink: sink, log: o.log, now: o.now, m: m}, nil
+}
+
+// Run consumes until ctx is done, then shuts down gracefully and returns.
+//
+// It starts Config.Workers workers, each a group member with its own
+// kafka-go Reader, plus the lag monitor; it owns and waits for every
+// goroutine it starts. Transient errors never end Run: workers retry them
+// (see the package doc). When ctx is done the workers stop fetching, apply
+// and commit the batch in hand within Config.ShutdownTimeout, and close
+// their readers (leaving the group); then the dead-letter writer is closed.
+// Run returns nil after a clean shutdown, or an error naming the batches
+// that could not be applied or committed in time (they are redelivered to
+// whoever consumes their partitions next). Run may be called once.
+func (c *Consumer) Run(ctx context.Context) error {
+	if !c.started.CompareAndSwap(false, true) {
+		return errors.New("consumer: Run called twice")
+	}
+	// hard is the context of applying, dead-lettering and committing: it
+	// outlives ctx by the shutdown timeout, so the batch in hand can finish.
+	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHard()
+	var timer *time.Timer
+	var timerMu sync.Mutex
+	stopAfter := context.AfterFunc(ctx, func() {
+		timerMu.Lock()
+		timer = time.AfterFunc(c.cfg.ShutdownTimeout, cancelHard)
+		timerMu.Unlock()
+	})
+	defer func() {
+		stopAfter()
+		timerMu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		timerMu.Unlock()
+	}()
+
+	dlq := newDeadLetterWriter(c.cfg)
+	workers := make([]*worker, c.cfg.Workers)
+	for i := range workers {
+		workers[i] = newWorker(c, i, dlq)
+	}
+	c.mu.Lock()
+	c.workers = workers
+	c.mu.Unlock()
+
+	g, gctx := errgroup.WithContext(ctx)
+	for _, w := range workers {
+		g.Go(func() error { return w.run(gctx, hard) })
+	}
+	if c.cfg.LagInterval > 0 {
+		g.Go(func() error { c.watchLag(gctx); return nil })
+	}
+	err := g.Wait()
+
+	c.mu.Lock()
+	c.workers = nil
+	c.mu.Unlock()
+	if cerr := dlq.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("closing dead-letter writer: %w", cerr))
+	}
+	return err
+}
+
+// Ready reports whether Run is consuming and every worker has joined a
+// group generation at least once (its reader completed a join, or it
+// fetched a message). It is approximate: a worker that is rejoining during a
+// rebalance still counts as ready, and readiness ends only when Run stops.
+func (c *Consumer) Ready() bool {
+	c.mu.Lock()
+	ws := c.workers
+	c.mu.Unlock()
+	if len(ws) == 0 {
+		return false
+	}
+	for _, w := range ws {
+		if !w.ready() {
+			return false
+		}
+	}
+	return true
+}
+
+// watchLag sets rankd_consumer_lag_messages every LagInterval until ctx is
+// done.
+func (c *Consumer) watchLag(ctx context.Context) {
+	tr := transport(c.cfg.Dialer)
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(c.cfg.Brokers...), Timeout: 10 * time.Second, Transport: tr}
+	t := time.NewTicker(c.cfg.LagInterval)
+	defer t.Stop()
+	for {
+		lags, err := GroupLag(ctx, client, c.cfg.Group, c.cfg.Topics)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.m.lagErrors.Inc()
+			c.log.Warn("computing consumer lag failed", "err", err)
+		}
+		for _, l := range lags {
+			c.m.lag.WithLabelValues(l.Topic, fmt.Sprint(l.Partition)).Set(float64(l.Lag))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// transport returns a new kafka.Transport carrying d's TLS and SASL
+// settings (d may be nil). Each client gets its own: kafka-go's
+// DefaultTransport caches topic metadata for 6s, shared by everyone.
+func transport(d *kafka.Dialer) *kafka.Transport {
+	if d == nil {
+		return &kafka.Transport{}
+	}
+	return &kafka.Transport{TLS: d.TLS, SASL: d.SASLMechanism, ClientID: d.ClientID}
+}

@@ -1,0 +1,62 @@
+// Package consumer is rankd's Kafka transport: group readers, batching,
+// delivery to a Sink, dead letters, offset commits, backpressure, graceful
+// shutdown, and the loop's metrics and health. It knows nothing of boards;
+// RankingSink connects it to the ranking package (decode, route,
+// Store.Apply). RunRollover, the rolling boards' prefill timer, lives here
+// too because it runs beside the workers in `rankd run`.
+//
+// # The loop
+//
+// A Consumer runs Config.Workers workers; each is one member of the
+// consumer group with its own kafka-go Reader (synchronous commits), so
+// several processes and workers share the partitions. Each worker:
+//
+//	fetch -> batch (BatchCount, BatchBytes or Linger, whichever first)
+//	      -> Sink.Apply -> write dead letters -> commit the highest offset
+//	         per partition of the batch
+//
+// and only then fetches the next batch. At most one batch per worker is in
+// hand, plus the reader's bounded queue (QueueCapacity), so a slow Redis
+// slows fetching instead of growing memory.
+//
+// # Guarantees
+//
+//   - Never commit past an unapplied message: a batch is committed only
+//     after Sink.Apply returned nil for all of it and its dead letters were
+//     acknowledged by the brokers (acks=all).
+//   - At-least-once delivery to the Sink, exactly-once effect on the boards:
+//     redelivered messages (after a crash, a retry, a rebalance) are
+//     recognized by the store's message-ID dedupe.
+//   - A permanently failing message never stops its partition: it is
+//     written to the dead-letter topic, with headers reason, topic,
+//     partition, offset and error, and committed with the rest. The
+//     dead-letter topic is at least once (a retried write may repeat
+//     messages).
+//
+// # Errors
+//
+// Transient errors (Redis or the brokers unavailable, timeouts, a failed
+// dead-letter write) are retried on the same batch, without fetching more,
+// with capped exponential backoff and jitter (Config.RetryMin..RetryMax),
+// for as long as it takes; they are logged at the top of the retry loop and
+// counted in rankd_consumer_retries_total. Workers never exit on an error.
+//
+// A commit that keeps failing is different: it is retried CommitAttempts
+// times and then given up, the batch dropped from memory, and the worker
+// moves on. This is deliberate. Commit failures happen mostly around
+// rebalances, when the batch's partitions may already belong to another
+// member, and a worker cannot re-fetch from a kafka-go group reader anyway.
+// Giving up is safe: the batch is applied, so a later commit of the same
+// partition (which carries a higher offset) covers it, and if none comes
+// the partition's next owner redelivers it from the last committed offset,
+// where dedupe makes it a no-op. A commit from a member that lost the
+// partition can move the group's offset back, never forward past an
+// unapplied message; that only causes redelivery.
+//
+// # Shutdown
+//
+// When Run's context is done the workers stop fetching, apply, dead-letter
+// and commit the batch in hand within Config.ShutdownTimeout, close their
+// readers (leaving the group, so the partitions move at once), and the
+// dead-letter writer is closed. The caller closes Redis after Run returns.
+package consumer

@@ -1,0 +1,127 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/rankd/rankd/internal/testenv"
+)
+
+// TestEndToEnd produces the example workload with kafka-go and with kcat (a
+// real third-party client, librdkafka) into three topics of three
+// partitions, half before and half while two workers consume, waits until
+// the group has committed everything, and compares every board with the
+// oracle. It also checks readiness, health and the loop's metrics.
+func TestEndToEnd(t *testing.T) {
+	kcat := requireKcat(t)
+	f := newFixture(t, testenv.Redis(t), 3)
+	msgs := workload(1, 3000, "e2e")
+	viaGo, viaKcat := msgs[:2600], msgs[2600:]
+
+	// One message whose ID is only in a Kafka header (kcat -H).
+	var hdrMsg msg
+	for _, m := range msgs {
+		if m.topic == "like" {
+			hdrMsg = m
+			break
+		}
+	}
+	hdrMsg.value = regexp.MustCompile(`"id":"[^"]*",`).ReplaceAll(hdrMsg.value, nil)
+	hdrMsg.headers = []kafka.Header{{Key: "id", Value: []byte("kcat-header-id")}}
+
+	w := f.newWriter()
+	f.produce(w, viaGo[:1300])
+	notRunning := &Consumer{}
+	if notRunning.Ready() {
+		t.Error("a consumer that never ran is ready")
+	}
+	r := f.start(f.consumerConfig(), f.sink())
+	f.produce(w, viaGo[1300:])
+	for _, topic := range schemaTopics {
+		var part []msg
+		for _, m := range viaKcat {
+			if m.topic == topic {
+				part = append(part, m)
+			}
+		}
+		f.kcatProduce(kcat, topic, part)
+	}
+	f.kcatProduce(kcat, "like", []msg{hdrMsg}, "id=kcat-header-id")
+	all := append(append([]msg(nil), msgs...), hdrMsg)
+
+	f.waitCommitted(2*time.Minute, r)
+
+	if !r.c.Ready() {
+		t.Error("Ready() = false while consuming")
+	}
+	serve := func(h http.Handler) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		return rec.Code
+	}
+	if code := serve(r.c.ReadyHandler(f.store)); code != http.StatusOK {
+		t.Errorf("/readyz = %d while consuming with Redis up, want 200", code)
+	}
+	if code := serve(r.c.ReadyHandler(pingerFunc(func(context.Context) error { return errors.New("down") }))); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz = %d with Redis down, want 503", code)
+	}
+	if code := serve(r.c.HealthHandler()); code != http.StatusOK {
+		t.Errorf("/healthz = %d, want 200", code)
+	}
+	lagSeries := f.metricSum("rankd_consumer_batch_messages") // any batches at all
+	if err := r.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if r.c.Ready() {
+		t.Error("Ready() = true after Run returned")
+	}
+	if code := serve(r.c.ReadyHandler(f.store)); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz = %d after Run returned, want 503", code)
+	}
+
+	o, applied := f.reference(all)
+	f.compare(o)
+
+	if got := f.metricSum("rankd_sink_updates_applied_total"); got != float64(applied) {
+		t.Errorf("rankd_sink_updates_applied_total = %v, want %d (the oracle's applied updates)", got, applied)
+	}
+	if got := f.metricSum("rankd_consumer_messages_total"); got < float64(len(all)) {
+		t.Errorf("rankd_consumer_messages_total = %v, want >= %d", got, len(all))
+	}
+	for _, topic := range f.topics {
+		if f.metricSum("rankd_consumer_messages_total", "topic", topic) == 0 {
+			t.Errorf("no messages counted for topic %s", topic)
+		}
+	}
+	if got := f.metricSum("rankd_sink_duplicates_total"); got == 0 {
+		t.Error("rankd_sink_duplicates_total = 0; the workload re-sends about 2% of its messages")
+	}
+	if got := f.metricSum("rankd_consumer_dead_letters_total"); got != 0 {
+		t.Errorf("rankd_consumer_dead_letters_total = %v, want 0", got)
+	}
+	if lagSeries == 0 || f.metricSum("rankd_consumer_apply_duration_seconds") == 0 ||
+		f.metricSum("rankd_sink_event_lag_seconds") == 0 {
+		t.Error("batch size, apply duration or event lag histograms are empty")
+	}
+	mfs, _ := f.reg.Gather()
+	partitions := 0
+	for _, mf := range mfs {
+		if mf.GetName() == "rankd_consumer_lag_messages" {
+			partitions = len(mf.GetMetric())
+		}
+	}
+	if partitions != 9 {
+		t.Errorf("rankd_consumer_lag_messages has %d series, want 9 (3 topics x 3 partitions)", partitions)
+	}
+}
+
+type pingerFunc func(context.Context) error
+
+func (p pingerFunc) Ping(ctx context.Context) error { return p(ctx) }

@@ -1,0 +1,44 @@
+package consumer
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// Pinger checks a dependency, such as *ranking.Store (Redis PING).
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// HealthHandler serves /healthz: 200 "ok" while the process can answer
+// HTTP at all (liveness; it checks nothing else, so a Redis outage does not
+// get the process restarted).
+func (c *Consumer) HealthHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+}
+
+// ReadyHandler serves /readyz: 200 "ready" when the consumer is Ready (its
+// workers joined the group) and every pinger answers within 2s, else 503
+// with the first reason.
+func (c *Consumer) ReadyHandler(deps ...Pinger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !c.Ready() {
+			http.Error(w, "not ready: consumer group not joined", http.StatusServiceUnavailable)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		for _, d := range deps {
+			if err := d.Ping(ctx); err != nil {
+				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+}

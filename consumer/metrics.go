@@ -1,0 +1,113 @@
+package consumer
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the collectors of the package. Every constructor of the
+// package (New, NewRankingSink, RunRollover) registers the whole set on its
+// registerer; a collector that is already registered there is reused, so one
+// registerer can be given to all of them and they share the series.
+type metrics struct {
+	// consumer loop
+	messages    *prometheus.CounterVec   // topic
+	deadLetters *prometheus.CounterVec   // reason
+	batchSize   prometheus.Histogram     // messages per batch
+	applyDur    prometheus.Histogram     // Sink.Apply duration
+	retries     *prometheus.CounterVec   // op: apply, dead_letter, commit, fetch
+	commitDrops prometheus.Counter       // commits given up after retries
+	lag         *prometheus.GaugeVec     // topic, partition
+	lagErrors   prometheus.Counter       // failed lag computations
+	sinkUpdates *prometheus.CounterVec   // board
+	duplicates  prometheus.Counter       // messages
+	late        *prometheus.CounterVec   // board
+	outOfRange  *prometheus.CounterVec   // board
+	eventLag    *prometheus.HistogramVec // topic
+	redisErrors prometheus.Counter
+	rollDur     *prometheus.HistogramVec // board
+	rollErrors  *prometheus.CounterVec   // board
+}
+
+// newMetrics registers the package's collectors on reg (a private registry
+// when reg is nil), reusing any that reg already holds.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	var errs []error
+	counterVec := func(sub, name, help string, labels ...string) *prometheus.CounterVec {
+		return register(reg, &errs, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "rankd", Subsystem: sub, Name: name, Help: help}, labels))
+	}
+	counter := func(sub, name, help string) prometheus.Counter {
+		return register(reg, &errs, prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "rankd", Subsystem: sub, Name: name, Help: help}))
+	}
+	seconds := prometheus.ExponentialBuckets(0.0005, 2, 16) // 0.5ms .. 16s
+	m := &metrics{
+		messages: counterVec("consumer", "messages_total",
+			"Messages fetched from Kafka, per topic.", "topic"),
+		deadLetters: counterVec("consumer", "dead_letters_total",
+			"Messages written to the dead-letter topic, per reason.", "reason"),
+		batchSize: register(reg, &errs, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "rankd", Subsystem: "consumer", Name: "batch_messages",
+			Help:    "Messages per applied batch.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 14)})),
+		applyDur: register(reg, &errs, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "rankd", Subsystem: "consumer", Name: "apply_duration_seconds",
+			Help:    "Duration of one Sink.Apply call (decode, route and Redis apply of a batch).",
+			Buckets: seconds})),
+		retries: counterVec("consumer", "retries_total",
+			"Retries after transient errors, per operation (fetch, apply, dead_letter, commit).", "op"),
+		commitDrops: counter("consumer", "commit_dropped_total",
+			"Batches whose offset commit was given up after retries (their messages are applied; a later commit or a redelivery covers them)."),
+		lag: register(reg, &errs, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "rankd", Subsystem: "consumer", Name: "lag_messages",
+			Help: "Messages not yet committed by the group: log end offset minus committed offset, per topic and partition."},
+			[]string{"topic", "partition"})),
+		lagErrors: counter("consumer", "lag_errors_total",
+			"Failed computations of the consumer lag."),
+		sinkUpdates: counterVec("sink", "updates_applied_total",
+			"Board updates applied to Redis, per board.", "board"),
+		duplicates: counter("sink", "duplicates_total",
+			"Messages skipped because their message ID had been applied before."),
+		late: counterVec("sink", "late_total",
+			"Board updates rejected because their period was sealed, per board.", "board"),
+		outOfRange: counterVec("sink", "out_of_range_total",
+			"Board updates rejected by the store as out of the board's exact range, per board.", "board"),
+		eventLag: register(reg, &errs, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "rankd", Subsystem: "sink", Name: "event_lag_seconds",
+			Help:    "Event to visible: time the batch was applied minus the event time, per (Kafka) topic.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 18)}, // 5ms .. 22min
+			[]string{"topic"})),
+		redisErrors: counter("sink", "redis_errors_total",
+			"Failed Store.Apply calls (transient: the batch is retried)."),
+		rollDur: register(reg, &errs, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "rankd", Subsystem: "rollover", Name: "duration_seconds",
+			Help:    "Duration of one rollover (prefill) of a rolling board, all dims.",
+			Buckets: seconds}, []string{"board"})),
+		rollErrors: counterVec("rollover", "errors_total",
+			"Failed rollovers of a rolling board (retried at the next tick).", "board"),
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// register registers c on reg, or returns the equal collector reg already
+// holds; other errors are appended to errs.
+func register[C prometheus.Collector](reg prometheus.Registerer, errs *[]error, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		*errs = append(*errs, err)
+	}
+	return c
+}

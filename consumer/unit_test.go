@@ -1,0 +1,119 @@
+package consumer
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+func TestBatch(t *testing.T) {
+	b := &batch{maxCount: 4, maxBytes: 100}
+	add := func(topic string, p int, off int64, size int) {
+		b.add(kafka.Message{Topic: topic, Partition: p, Offset: off, Value: make([]byte, size)})
+	}
+	add("a", 0, 5, 10)
+	add("a", 1, 9, 10)
+	add("a", 0, 6, 10)
+	if b.full() {
+		t.Fatal("full after 3 messages of 10 bytes")
+	}
+	add("b", 0, 1, 10)
+	if !b.full() {
+		t.Fatal("not full at the count limit")
+	}
+	got := b.offsets()
+	want := []kafka.Message{{Topic: "a", Partition: 0, Offset: 6}, {Topic: "a", Partition: 1, Offset: 9}, {Topic: "b", Partition: 0, Offset: 1}}
+	if len(got) != len(want) {
+		t.Fatalf("offsets = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i].Topic != want[i].Topic || got[i].Partition != want[i].Partition || got[i].Offset != want[i].Offset {
+			t.Errorf("offsets[%d] = %s/%d@%d, want %s/%d@%d", i, got[i].Topic, got[i].Partition, got[i].Offset,
+				want[i].Topic, want[i].Partition, want[i].Offset)
+		}
+	}
+	b.reset()
+	add("a", 0, 7, 120)
+	if !b.full() || len(b.offsets()) != 1 {
+		t.Fatal("one message over the byte limit does not close the batch")
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	lo, hi := 100*time.Millisecond, 5*time.Second
+	for attempt, want := range map[int]time.Duration{1: lo, 2: 2 * lo, 3: 4 * lo, 7: hi, 100: hi} {
+		for range 50 {
+			if d := backoff(attempt, lo, hi); d < want/2 || d > want {
+				t.Fatalf("backoff(%d) = %v, want in [%v, %v]", attempt, d, want/2, want)
+			}
+		}
+	}
+}
+
+func TestDeadLetterMessage(t *testing.T) {
+	d := &deadLetterWriter{max: 1000}
+	orig := kafka.Message{Topic: "gift", Partition: 2, Offset: 42, Key: []byte("k"), Value: []byte("{bad"), Time: time.UnixMilli(1234),
+		Headers: []kafka.Header{{Key: "id", Value: []byte("x")}}}
+	m := d.message(DeadLetter{Msg: orig, Reason: "decode", Err: errors.New("unexpected EOF")})
+	want := []string{"reason=decode", "topic=gift", "partition=2", "offset=42", "error=unexpected EOF", "timestamp=1234", "id=x"}
+	if got := headerList(m); strings.Join(got, ",") != strings.Join(want, ",") || string(m.Value) != "{bad" || string(m.Key) != "k" {
+		t.Errorf("dead letter = %q %q %v, want %v", m.Key, m.Value, headerList(m), want)
+	}
+
+	orig.Value = make([]byte, 5000)
+	m = d.message(DeadLetter{Msg: orig, Reason: "too_large"})
+	if len(m.Value) != 0 || string(m.Key) != "k" || !strings.Contains(strings.Join(headerList(m), ","), "truncated=5000") {
+		t.Errorf("oversized dead letter = %q, %d bytes, %v", m.Key, len(m.Value), headerList(m))
+	}
+	orig.Key = make([]byte, 5000)
+	m = d.message(DeadLetter{Msg: orig, Reason: "too_large"})
+	if len(m.Value)+len(m.Key) != 0 || len(m.Headers) != 7 {
+		t.Errorf("oversized key: dead letter keeps %d key bytes and %d headers", len(m.Key), len(m.Headers))
+	}
+}
+
+func headerList(m kafka.Message) []string {
+	var out []string
+	for _, h := range m.Headers {
+		out = append(out, h.Key+"="+string(h.Value))
+	}
+	return out
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := Config{Brokers: []string{"b:9092"}, Group: "g", Topics: []string{"gift"}}
+	if _, err := New(ok, SinkFunc(nil)); err != nil {
+		t.Fatalf("valid config refused: %v", err)
+	}
+	tests := []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"no brokers", func(c *Config) { c.Brokers = nil }, "brokers"},
+		{"no group", func(c *Config) { c.Group = "" }, "group"},
+		{"no topics", func(c *Config) { c.Topics = nil }, "topics"},
+		{"dead-letter topic consumed", func(c *Config) { c.Topics = append(c.Topics, DefaultDeadLetterTopic) }, "dead-letter"},
+		{"slow close", func(c *Config) { c.MaxWait = time.Second }, "max wait"},
+		{"bad backoff", func(c *Config) { c.RetryMin, c.RetryMax = time.Second, time.Millisecond }, "backoff"},
+		{"bad start offset", func(c *Config) { c.StartOffset = 17 }, "start offset"},
+		{"negative workers", func(c *Config) { c.Workers = -1 }, "workers"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := ok
+			c.Topics = append([]string(nil), ok.Topics...)
+			tt.edit(&c)
+			_, err := New(c, SinkFunc(nil))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("New = %v, want an error about %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := New(ok, nil); err == nil {
+		t.Error("nil sink accepted")
+	}
+}
