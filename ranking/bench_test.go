@@ -18,7 +18,10 @@ import (
 
 // The apply benchmark of issue 2: a rolling 7 x 1d board prefilled with
 // benchMembers members (1M by default; RANKD_BENCH_MEMBERS overrides),
-// updates drawn zipf(1.1) over them, batches of 2,000. Each sub-benchmark
+// updates drawn zipf(1.1) over them, batches of 2,000. Sub-benchmarks: rankd
+// during the day (head = today: P(c), S(c)), rankd after the prefill of
+// tomorrow started (head = tomorrow: P(c), S(c), S(c+1)), the seed 000 script
+// pipelined per event, and the seed script one round trip per event. Each
 // reports updates/s and Redis server CPU per update (INFO cpu deltas):
 //
 //	go test -run '^$' -bench BenchmarkApply -benchtime 20x ./ranking/
@@ -87,7 +90,7 @@ func (e *benchEnv) prefill(b *testing.B) {
 		for lo := 0; lo < benchMembers; lo += chunk {
 			zs := make([]redis.Z, 0, chunk)
 			for i := lo; i < min(lo+chunk, benchMembers); i++ {
-				zs = append(zs, redis.Z{Score: float64(i % 1000), Member: member(i)})
+				zs = append(zs, redis.Z{Score: float64(benchMembers - i), Member: member(i)}) // distinct scores, popular members first
 			}
 			pipe.ZAdd(ctx, k, zs...)
 			if pipe.Len() >= 20 {
@@ -100,13 +103,24 @@ func (e *benchEnv) prefill(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	// stream state as if the rollover to tomorrow already ran
-	next := cal.Next(e.day)
-	if err := e.rdb.HSet(ctx, ranking.Key("bench", tag, "meta", ""), "st", e.day.Start.Add(time.Hour).UnixMilli(),
-		"head", next.Start.UnixMilli(), "rolled", next.Start.UnixMilli()).Err(); err != nil {
+	e.setHead(b, false)
+	if err := e.rdb.SAdd(ctx, "bench:dims:anchor_7d", tag).Err(); err != nil {
 		b.Fatal(err)
 	}
-	if err := e.rdb.SAdd(ctx, "bench:dims:anchor_7d", tag).Err(); err != nil {
+}
+
+// setHead sets the stream state: during the day head is today (events write
+// P(c) and S(c)); once the rollover to tomorrow has started (the last
+// rollover.lead minutes of the day) head is tomorrow and events also write
+// S(c+1).
+func (e *benchEnv) setHead(b *testing.B, tomorrow bool) {
+	cal := e.board.Calendar()
+	head := e.day
+	if tomorrow {
+		head = cal.Next(e.day)
+	}
+	if err := e.rdb.HSet(context.Background(), ranking.Key("bench", ranking.Tag("anchor_7d", nil), "meta", ""),
+		"st", e.day.Start.Add(time.Hour).UnixMilli(), "head", head.Start.UnixMilli(), "rolled", head.Start.UnixMilli()).Err(); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -165,7 +179,7 @@ func BenchmarkApply(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
-	run("rankd", func(ups []ranking.Update) {
+	apply := func(ups []ranking.Update) {
 		res, err := e.store.Apply(ctx, ups)
 		if err != nil {
 			b.Fatal(err)
@@ -173,7 +187,12 @@ func BenchmarkApply(b *testing.B) {
 		if n := res.Count(ranking.StatusApplied); n != len(ups) {
 			b.Fatalf("applied %d of %d", n, len(ups))
 		}
-	})
+	}
+	e.setHead(b, false)
+	run("rankd", apply)
+	e.setHead(b, true)
+	run("rankd-after-prefill", apply)
+	e.setHead(b, false)
 	run("seed-pipelined", func(ups []ranking.Update) {
 		pipe := e.rdb.Pipeline()
 		for _, u := range ups {

@@ -12,33 +12,35 @@
 --            nPeriods, nPeriods x (id, startMs, endMs)   (consecutive periods)
 --          nEvents, per event: msgid, nUpdates,
 --            per update: group#, period#, member, value, timeMs, base ("" = none)
--- Returns  one status digit per update: 0 applied, 1 duplicate, 2 late, 3 out of range.
+-- Returns  per event a string of status digits, one per update:
+--          0 applied, 1 duplicate, 2 late, 3 out of range.
+--
+-- Numbers are passed to redis.call as Lua numbers: Redis converts them with
+-- %.17g, which is exact for the integers used here (below 2^53).
 local call = redis.call
 local floor = math.floor
-local fmt = string.format
-local function num(x) return fmt('%.17g', x) end
-
 local A = ARGV
 local pos = 1
 local function nx() local v = A[pos]; pos = pos + 1; return v end
 local function nn() local v = tonumber(A[pos]); pos = pos + 1; return v end
 
-local prefix, dprefix, dttl = nx(), nx(), nn()
+local prefix, dprefix, dttl = nx(), nx(), nx() -- TTL stays a string: no number formatting per event
 local G = {}
 for gi = 1, nn() do
   local g = {tag = nx(), window = nn(), agg = nn(), mode = nn(), tbits = nn(), unit = nn(),
              lo = nn(), hi = nn(), keep = nn(), asc = nn(), grace = nn(), n = nn(), ret = nn(),
-             metattl = nn(), epoch = nn(), fast = nn(), periods = {}, recs = {}, touched = {}}
+             metattl = nn(), epoch = nn(), fast = nn() == 1, periods = {}, recs = {}, touched = {},
+             fd = {}, fabs = {}, fm = {}}
   g.tb = 2 ^ g.tbits
-  g.fast = g.fast == 1
   g.kb = prefix .. ':{' .. g.tag .. '}:'
+  g.tk = g.kb .. 't:all'
   for i = 1, nn() do
     local p = {id = nx(), s = nn(), e = nn()}
     p.pk, p.sk, p.q = g.kb .. 'p:' .. p.id, g.kb .. 'r:' .. p.id, floor(p.s / g.unit)
     g.periods[i] = p
   end
-  local m = call('HMGET', g.kb .. 'meta', 'st', 'head', 'rolled')
-  g.st = tonumber(m[1]); g.head = tonumber(m[2]); g.rolled = tonumber(m[3])
+  local m = call('HMGET', g.kb .. 'meta', 'st', 'head')
+  g.st, g.head = tonumber(m[1]), tonumber(m[2])
   g.head0 = g.head
   G[gi] = g
 end
@@ -61,17 +63,17 @@ local function touch(g, key, p)
   if g.touched[key] == nil then g.touched[key] = p end
 end
 
--- rec: the state of one member in one period, read once per call.
--- base of ties: absolute tie Q (floor(ms/unit)) is stored relative to tbase.
+-- rec: the state of one member in one period (slow path), read once per call.
+-- Ties are absolute (floor(ms/unit)) here and stored relative to tbase.
 local function rec(g, pi, member)
   local byp = g.recs[pi]
   if byp == nil then byp = {order = {}}; g.recs[pi] = byp end
   local r = byp[member]
   if r ~= nil then return r end
   local p = g.periods[pi]
-  r = {m = member, pi = pi}
+  r = {}
   if g.window == 0 then r.tbase = floor(g.epoch / g.unit) else r.tbase = p.q end
-  r.zk = (g.window == 0) and (g.kb .. 't:all') or p.pk
+  r.zk = (g.window == 0) and g.tk or p.pk
   local cur
   if g.keep > 0 then cur = call('HGET', r.zk .. ':h', member) else cur = call('ZSCORE', r.zk, member) end
   if cur then
@@ -91,29 +93,25 @@ local function rec(g, pi, member)
   return r
 end
 
--- judge one update; returns a status digit, or nil when the verdict of a
--- fast-path sum waits for the write (codes[ci] is then filled there).
-local function judge(g, pi, member, value, t, base, msgid, codes, ci)
+-- judge one update and fold it into the call's state; returns its status.
+-- Fast-path sums are tentatively applied: their write may still find that
+-- the member would leave the range, and then judges them one by one.
+local function judge(g, pi, member, value, t, base, msgid)
   local p = g.periods[pi]
   if g.window ~= 0 and g.st ~= nil and g.st >= p.e + g.grace then return '2' end
   if g.st == nil or t > g.st then g.st = t end
   if g.window == 2 and (g.head == nil or p.s > g.head) then g.head = p.s end
   if g.fast then
-    local byp = g.recs[pi]
-    if byp == nil then byp = {order = {}}; g.recs[pi] = byp end
-    local r = byp[member]
-    if r == nil then
-      r = {m = member, pi = pi, fast = true, d = 0, abs = 0, pmin = 0, pmax = 0, vals = {}, rc = {}, ri = {}}
-      r.zk = (g.window == 0) and (g.kb .. 't:all') or p.pk
-      byp[member] = r
-      byp.order[#byp.order + 1] = member
+    local fd, fabs = g.fd[pi], g.fabs[pi]
+    if fd == nil then fd, fabs = {}, {}; g.fd[pi], g.fabs[pi], g.fm[pi] = fd, fabs, {} end
+    local d = fd[member]
+    if d == nil then
+      d = 0; fabs[member] = 0
+      local fm = g.fm[pi]; fm[#fm + 1] = member
     end
-    r.d = r.d + value
-    if value < 0 then r.abs = r.abs - value else r.abs = r.abs + value end
-    if r.d < r.pmin then r.pmin = r.d elseif r.d > r.pmax then r.pmax = r.d end
-    local n = #r.vals + 1
-    r.vals[n], r.rc[n], r.ri[n] = value, codes, ci
-    return nil
+    fd[member] = d + value
+    if value < 0 then fabs[member] = fabs[member] - value else fabs[member] = fabs[member] + value end
+    return '0'
   end
   local q = floor(t / g.unit)
   if g.window == 0 and g.mode ~= 0 then
@@ -148,122 +146,136 @@ local function judge(g, pi, member, value, t, base, msgid, codes, ci)
 end
 
 -- events: dedupe, then judge every update in order
-local evcodes, evkeys, incall, dupof = {}, {}, {}, {}
+local evcodes, evpos, evkeys, incall, dupof = {}, {}, {}, {}, {}
 local nev = nn()
 for e = 1, nev do
-  local msgid = nx()
-  local nu = nn()
+  local msgid, nu = A[pos], tonumber(A[pos + 1])
+  pos = pos + 2
   local dkey = dprefix .. msgid
-  local codes = {}
+  local codes = {n = nu}
+  evpos[e] = pos
   if not call('SET', dkey, '0', 'NX', 'PX', dttl) then
     -- duplicate: its verdicts are filled in at the end, from the original
     -- (earlier in this call, or stored in the dedupe key by an earlier call)
     if incall[dkey] then dupof[e] = incall[dkey] else dupof[e] = call('GET', dkey) or '' end
-    codes.n = nu
-    pos = pos + 6 * nu
   else
     evkeys[e] = dkey
     incall[dkey] = e
     for i = 1, nu do
-      local gi, pi, member, value, t, base = nn(), nn(), nx(), nn(), nn(), nx()
-      codes[i] = judge(G[gi], pi, member, value, t, base, msgid, codes, i)
+      local q = pos + (i - 1) * 6
+      codes[i] = judge(G[tonumber(A[q])], tonumber(A[q + 1]), A[q + 2], tonumber(A[q + 3]),
+                       tonumber(A[q + 4]), A[q + 5], msgid)
     end
   end
+  pos = pos + 6 * nu
   evcodes[e] = codes
 end
 
--- fast path write of P: one ZADD XX INCR (plus a ZADD for a new member).
--- Values are kept within 2^52 (the codec's headroom bit), so old + d is
--- exact whenever the updates' magnitudes sum to at most 2^52; when some
--- intermediate value (old + a prefix sum) leaves [lo, hi] the increment is
--- undone with the exact old value. Larger sums read the
--- old value first. Either way a member whose sum would leave the range has
--- its updates judged one by one, exactly as the slow path does.
-local HEADROOM = 4503599627370496 -- 2^52
-local function fastP(g, r)
-  local old, existed
-  if r.abs <= HEADROOM then
-    local nv = call('ZADD', r.zk, 'XX', 'INCR', num(r.d), r.m)
-    existed = nv ~= false
-    if existed then nv = tonumber(nv) else nv = r.d end
-    old = nv - r.d
-    -- every intermediate value (old + each prefix sum) must be in range
-    if old + r.pmax <= g.hi and old + r.pmin >= g.lo then
-      if not existed then call('ZADD', r.zk, num(nv), r.m) end
-      for i = 1, #r.rc do r.rc[i][r.ri[i]] = '0' end
-      return r.d
-    end
-  else
-    local cur = call('ZSCORE', r.zk, r.m)
-    existed = cur ~= false
-    old = tonumber(cur) or 0
-  end
+-- rejudge replays, in order, the fast-path updates of one member of one
+-- period from old and returns the final value and whether any was applied;
+-- those that would leave the range become out of range.
+local function rejudge(g, gi, pi, member, old)
   local cur, applied = old, false
-  for i, v in ipairs(r.vals) do
-    if cur + v > g.hi or cur + v < g.lo then r.rc[i][r.ri[i]] = '3'
-    else cur = cur + v; r.rc[i][r.ri[i]] = '0'; applied = true end
+  for e = 1, nev do
+    if not dupof[e] then
+      local codes = evcodes[e]
+      for i = 1, codes.n do
+        local q = evpos[e] + (i - 1) * 6
+        if codes[i] == '0' and A[q + 2] == member and tonumber(A[q]) == gi and tonumber(A[q + 1]) == pi then
+          local v = tonumber(A[q + 3])
+          if cur + v > g.hi or cur + v < g.lo then codes[i] = '3' else cur = cur + v; applied = true end
+        end
+      end
+    end
   end
-  if existed or applied then
-    call('ZADD', r.zk, num(cur), r.m)
-    return cur - old
+  return cur, applied
+end
+
+-- roll adds d to member's rolling boards S(k), k in [j, min(j+N-1, head)];
+-- where the member is not yet in S(k) it writes the truth, the sum of
+-- P(k-N+1..k) (P(j) already holds this call's updates). rq: the member's
+-- absolute tie in P(j) (slow path only).
+local function roll(g, pi, member, d, rq, fast)
+  for k = pi, pi + g.n - 1 do
+    local pk = g.periods[k]
+    if pk == nil or pk.s > g.head then break end
+    local wb = g.periods[k - g.n + 1].q
+    local sk = pk.sk
+    local cur
+    if fast then cur = call('ZADD', sk, 'XX', 'INCR', d, member) else cur = call('ZSCORE', sk, member) end
+    if not cur then
+      local v, q = 0, wb
+      for i = k - g.n + 1, k do
+        local pis = g.periods[i]
+        local ps = call('ZSCORE', pis.pk, member)
+        if ps then
+          local pv, pq = dec(g, tonumber(ps))
+          v = v + pv
+          if pq + pis.q > q then q = pq + pis.q end
+        end
+      end
+      call('ZADD', sk, enc(g, v, q - wb), member)
+    elseif not fast then
+      local cv, cq = dec(g, tonumber(cur))
+      local q = cq + wb
+      if rq > q then q = rq end
+      call('ZADD', sk, enc(g, cv + d, q - wb), member)
+    end
+    touch(g, sk, pk)
   end
-  return nil
 end
 
 -- writes
-for _, g in ipairs(G) do
+local HEADROOM = 4503599627370496 -- 2^52: the codec keeps values below it
+for gi, g in ipairs(G) do
+  -- fast path: one ZADD XX INCR per member (plus a ZADD for a new member).
+  -- The increment is exact (|old| < 2^52 and the updates' magnitudes sum to
+  -- at most 2^52) and every intermediate value stays in range when
+  -- |old| + sum|v| <= hi; otherwise the member's updates are judged one by
+  -- one from the exact old value.
+  for pi, fm in pairs(g.fm) do
+    local p = g.periods[pi]
+    local fd, fabs = g.fd[pi], g.fabs[pi]
+    local zk = (g.window == 0) and g.tk or p.pk
+    for _, member in ipairs(fm) do
+      local d, ab = fd[member], fabs[member]
+      local old, existed, ok
+      if ab <= HEADROOM then
+        local nv = call('ZADD', zk, 'XX', 'INCR', d, member)
+        existed = nv ~= false
+        old = existed and (tonumber(nv) - d) or 0
+        ok = (old < 0 and -old or old) + ab <= g.hi
+        if ok and not existed then call('ZADD', zk, d, member) end
+      else
+        local c = call('ZSCORE', zk, member)
+        existed = c ~= false
+        old = tonumber(c) or 0
+      end
+      if not ok then
+        local cur, applied = rejudge(g, gi, pi, member, old)
+        if existed or applied then call('ZADD', zk, cur, member); d = cur - old else d = nil end
+      end
+      if d ~= nil then
+        touch(g, zk, p)
+        if g.window == 2 then roll(g, pi, member, d, nil, true) end
+      end
+    end
+  end
+  -- slow path: read, combine, encode, write
   for pi, byp in pairs(g.recs) do
     local p = g.periods[pi]
     for _, member in ipairs(byp.order) do
       local r = byp[member]
-      local d
-      if r.fast then
-        d = fastP(g, r)
-        if d ~= nil then touch(g, r.zk, p) end
-      elseif r.dirty then
+      if r.dirty then
         local score = enc(g, r.v, r.q - r.tbase)
-        call('ZADD', r.zk, num(score), member)
+        call('ZADD', r.zk, score, member)
         touch(g, r.zk, p)
-        if g.keep > 0 then call('HSET', r.zk .. ':h', member, num(score)); touch(g, r.zk .. ':h', p) end
-        if g.agg == 3 then call('HSET', r.zk .. ':lt', member, num(r.lq) .. '|' .. r.lid); touch(g, r.zk .. ':lt', p) end
-        d = r.v - r.v0
-      end
-      if d ~= nil and g.window == 2 then
-          -- rolling boards S(k), k in [j, min(j+N-1, head)]
-          for k = pi, pi + g.n - 1 do
-            local pk = g.periods[k]
-            if pk == nil or pk.s > g.head then break end
-            local wb = g.periods[k - g.n + 1].q
-            local sk = pk.sk
-            local cur, v, q
-            if r.fast then
-              cur = call('ZADD', sk, 'XX', 'INCR', num(d), member)
-            else
-              cur = call('ZSCORE', sk, member)
-            end
-            if cur and r.fast then
-              v = nil
-            elseif cur then
-              local cv, cq = dec(g, tonumber(cur))
-              v, q = cv + d, cq + wb
-              if r.q ~= nil and r.q > q then q = r.q end
-            else
-              v, q = 0, nil
-              for i = k - g.n + 1, k do
-                local pis = g.periods[i]
-                local ps = call('ZSCORE', pis.pk, member)
-                if ps then
-                  local pv, pq = dec(g, tonumber(ps))
-                  pq = pq + pis.q
-                  v = v + pv
-                  if q == nil or pq > q then q = pq end
-                end
-              end
-              if q == nil then q = wb end
-            end
-            if v ~= nil then call('ZADD', sk, num(enc(g, v, q - wb)), member) end
-            touch(g, sk, pk)
-          end
+        if g.keep > 0 then call('HSET', r.zk .. ':h', member, score); touch(g, r.zk .. ':h', p) end
+        if g.agg == 3 then
+          call('HSET', r.zk .. ':lt', member, string.format('%.17g', r.lq) .. '|' .. r.lid)
+          touch(g, r.zk .. ':lt', p)
+        end
+        if g.window == 2 then roll(g, pi, member, r.v - r.v0, r.q, false) end
       end
     end
   end
@@ -279,23 +291,25 @@ for _, g in ipairs(G) do
     if g.ret > 0 and g.st ~= nil then
       local ttl = p.e + g.ret - g.st
       if ttl < 1000 then ttl = 1000 end
-      call('PEXPIRE', key, num(ttl))
+      call('PEXPIRE', key, ttl)
     end
   end
   if g.st ~= nil then
     local mk = g.kb .. 'meta'
     if g.window == 2 and g.head ~= nil then
       if g.head0 == nil then
-        call('HSET', mk, 'st', num(g.st), 'head', num(g.head), 'rolled', num(g.head))
+        -- a new stream: every rolling board up to head is complete
+        call('HSET', mk, 'st', g.st, 'head', g.head, 'rolled', g.head)
       else
-        call('HSET', mk, 'st', num(g.st), 'head', num(g.head))
+        call('HSET', mk, 'st', g.st, 'head', g.head)
       end
     else
-      call('HSET', mk, 'st', num(g.st))
+      call('HSET', mk, 'st', g.st)
     end
     if g.metattl > 0 then call('PEXPIRE', mk, g.metattl) end
   end
 end
+
 -- verdicts: originals first (stored with their dedupe key when not all
 -- applied), then duplicates, which repeat late / out-of-range verdicts so
 -- that a redelivered message is dead-lettered again rather than lost

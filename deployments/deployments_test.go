@@ -1,0 +1,436 @@
+// Package deployments holds the files that run rankd outside `go run`: the
+// Dockerfile, the rankd config of the compose stack, Prometheus and Grafana
+// provisioning and Kubernetes manifests. There is no Docker engine on the
+// development and CI machines, so these tests keep the files correct by
+// construction: they parse docker-compose.yml (repository root) and every
+// file here, and check that each file, port, topic, path, probe and metric
+// name one of them refers to exists and agrees with rankd's config, its
+// command and its metrics.
+package deployments
+
+import (
+	"bytes"
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"gopkg.in/yaml.v3"
+
+	"github.com/rankd/rankd/config"
+	"github.com/rankd/rankd/consumer"
+	"github.com/rankd/rankd/ranking"
+)
+
+// Paths of the files under test, relative to the repository root.
+const (
+	composeFile     = "docker-compose.yml"
+	dockerfile      = "deployments/Dockerfile"
+	stackConfig     = "deployments/config/rankd.yaml"
+	exampleConfig   = "config/example.yaml"
+	promConfig      = "deployments/prometheus/prometheus.yml"
+	promAlerts      = "deployments/prometheus/alerts.yml"
+	promAlertsTest  = "deployments/prometheus/alerts_test.yml"
+	grafanaDSDir    = "deployments/grafana/provisioning/datasources"
+	grafanaDashProv = "deployments/grafana/provisioning/dashboards"
+	grafanaDashDir  = "deployments/grafana/dashboards"
+	dashboardFile   = "deployments/grafana/dashboards/rankd.json"
+	k8sDir          = "deployments/k8s"
+	cmdDir          = "cmd/rankd"
+)
+
+// root returns the repository root (the parent of this package).
+func root(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		t.Fatalf("repository root not found: %v", err)
+	}
+	return dir
+}
+
+// repoPath returns the absolute path of rel, a path relative to the root.
+func repoPath(t *testing.T, rel string) string {
+	t.Helper()
+	return filepath.Join(root(t), filepath.FromSlash(rel))
+}
+
+func readFile(t *testing.T, rel string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(repoPath(t, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// decodeYAML decodes the single YAML document of rel into v.
+func decodeYAML(t *testing.T, rel string, v any) {
+	t.Helper()
+	if err := yaml.Unmarshal(readFile(t, rel), v); err != nil {
+		t.Fatalf("%s: %v", rel, err)
+	}
+}
+
+// exists reports whether rel exists under the root.
+func exists(t *testing.T, rel string) bool {
+	t.Helper()
+	_, err := os.Stat(repoPath(t, rel))
+	return err == nil
+}
+
+// port returns the port of a listen or dial address ("host:port", ":port").
+func port(t *testing.T, addr string) string {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatalf("address %q: %v", addr, err)
+	}
+	return p
+}
+
+// clearEnv unsets the environment overrides of the config for the test,
+// so that the files are read as written.
+func clearEnv(t *testing.T) {
+	t.Helper()
+	for _, k := range []string{"RANKD_KAFKA_BROKERS", "RANKD_REDIS_ADDR", "RANKD_REDIS_ADDRS", "RANKD_REDIS_PASSWORD", "RANKD_HTTP_LISTEN", "RANKD_CONFIG"} {
+		t.Setenv(k, "")
+	}
+}
+
+// loadStackConfig loads deployments/config/rankd.yaml with config.Load.
+func loadStackConfig(t *testing.T) *config.Config {
+	t.Helper()
+	clearEnv(t)
+	cfg, err := config.Load(repoPath(t, stackConfig))
+	if err != nil {
+		t.Fatalf("config.Load(%s): %v", stackConfig, err)
+	}
+	return cfg
+}
+
+// withoutAddresses decodes a rankd config as generic YAML and drops the
+// settings that legitimately differ between deployments: the Kafka and
+// Redis addresses and the HTTP listen address.
+func withoutAddresses(t *testing.T, name string, data []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	drop := func(section string, keys ...string) {
+		if s, ok := m[section].(map[string]any); ok {
+			for _, k := range keys {
+				delete(s, k)
+			}
+		}
+	}
+	drop("kafka", "brokers")
+	drop("redis", "addr", "addrs")
+	drop("http", "listen")
+	return m
+}
+
+// differingKeys returns the top-level keys whose values differ.
+func differingKeys(a, b map[string]any) []string {
+	var out []string
+	for k := range a {
+		if !reflect.DeepEqual(a[k], b[k]) {
+			out = append(out, k)
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestStackConfigLoads: the compose config and the k8s ConfigMap's config
+// load with the config package, and are the example config with other
+// addresses (so a board or route added to the example reaches them).
+func TestStackConfigLoads(t *testing.T) {
+	cfg := loadStackConfig(t)
+	if len(cfg.Boards()) == 0 || len(cfg.Routes) == 0 {
+		t.Errorf("%s declares no boards or routes", stackConfig)
+	}
+	if _, err := cfg.Router(); err != nil {
+		t.Errorf("%s: %v", stackConfig, err)
+	}
+	want := withoutAddresses(t, exampleConfig, readFile(t, exampleConfig))
+	got := withoutAddresses(t, stackConfig, readFile(t, stackConfig))
+	if d := differingKeys(got, want); len(d) > 0 {
+		t.Errorf("%s differs from %s in %v (beyond kafka.brokers, redis.addr(s) and http.listen); keep them in step", stackConfig, exampleConfig, d)
+	}
+	if len(cfg.Kafka.Brokers) != 1 || cfg.Kafka.Brokers[0] != "kafka:9092" {
+		t.Errorf("%s: kafka.brokers = %v, want [kafka:9092] (the compose service)", stackConfig, cfg.Kafka.Brokers)
+	}
+	if cfg.Redis.Addr != "redis:6379" {
+		t.Errorf("%s: redis.addr = %q, want redis:6379 (the compose service)", stackConfig, cfg.Redis.Addr)
+	}
+}
+
+// stringLiterals returns the string constants in the non-test Go files of
+// the package in dir (relative to the root).
+func stringLiterals(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(repoPath(t, dir), "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lits := map[string]bool{}
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				if s, err := strconv.Unquote(lit.Value); err == nil {
+					lits[s] = true
+				}
+			}
+			return true
+		})
+	}
+	return lits
+}
+
+// knownEnv returns the RANKD_* environment variables rankd reads: string
+// literals of the config package and of the command.
+func knownEnv(t *testing.T) map[string]bool {
+	t.Helper()
+	env := map[string]bool{}
+	for _, dir := range []string{"config", cmdDir} {
+		if !exists(t, dir) {
+			continue
+		}
+		for s := range stringLiterals(t, dir) {
+			if strings.HasPrefix(s, "RANKD_") {
+				env[s] = true
+			}
+		}
+	}
+	return env
+}
+
+// TestCommandHasWhatTheFilesRun: cmd/rankd exists and knows the
+// subcommands and flags that the Dockerfile, compose and k8s run.
+func TestCommandHasWhatTheFilesRun(t *testing.T) {
+	if !exists(t, cmdDir) {
+		t.Fatalf("%s does not exist: the Dockerfile builds it and compose runs it", cmdDir)
+	}
+	lits := stringLiterals(t, cmdDir)
+	for _, name := range []string{
+		"run", "produce", "healthcheck", // subcommands
+		"config", "brokers", "rate", "url", // their flags
+	} {
+		if !lits[name] && !lits["--"+name] {
+			t.Errorf("%s: no string literal %q: the deployment files run `rankd ... %s`", cmdDir, name, name)
+		}
+	}
+}
+
+// metricInfo is what the consumer package registers: every metric name and
+// whether it is a histogram (whose series carry _bucket, _sum, _count).
+type metricInfo struct {
+	names      map[string]bool
+	histograms map[string]bool
+}
+
+// recorder is a prometheus.Registerer that records the descriptors of what
+// is registered on it (metric vectors have no series to gather until used).
+type recorder struct {
+	reg  *prometheus.Registry
+	info metricInfo
+}
+
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+func (r *recorder) Register(c prometheus.Collector) error {
+	if err := r.reg.Register(c); err != nil {
+		return err
+	}
+	_, hist := c.(prometheus.Histogram)
+	if _, ok := c.(*prometheus.HistogramVec); ok {
+		hist = true
+	}
+	ch := make(chan *prometheus.Desc, 16)
+	go func() { c.Describe(ch); close(ch) }()
+	for d := range ch {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			r.info.names[m[1]] = true
+			if hist {
+				r.info.histograms[m[1]] = true
+			}
+		}
+	}
+	return nil
+}
+
+func (r *recorder) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func (r *recorder) Unregister(c prometheus.Collector) bool { return r.reg.Unregister(c) }
+
+// consumerMetrics builds the consumer package's metrics on a recorder, with
+// a RankingSink over the stack config (no server is contacted).
+func consumerMetrics(t *testing.T) metricInfo {
+	t.Helper()
+	cfg := loadStackConfig(t)
+	router, err := cfg.Router()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { rdb.Close() })
+	store, err := ranking.NewStore(rdb, cfg.Boards())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{reg: prometheus.NewRegistry(), info: metricInfo{names: map[string]bool{}, histograms: map[string]bool{}}}
+	if _, err := consumer.NewRankingSink(cfg.Schemas(), router, store, consumer.WithRegisterer(rec)); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.info.names) == 0 {
+		t.Fatal("the consumer package registered no metric")
+	}
+	return rec.info
+}
+
+var metricRef = regexp.MustCompile(`\brankd_[a-z0-9_]*[a-z0-9]`)
+
+// checkMetricNames reports every rankd_* name in text that the consumer
+// package does not define.
+func checkMetricNames(t *testing.T, file string, text []byte, m metricInfo) map[string]bool {
+	t.Helper()
+	used := map[string]bool{}
+	for _, name := range metricRef.FindAllString(string(text), -1) {
+		base := name
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if b, ok := strings.CutSuffix(name, suffix); ok && m.histograms[b] {
+				base = b
+			}
+		}
+		if !m.names[base] {
+			t.Errorf("%s uses metric %s, which consumer/metrics.go does not define", file, name)
+		}
+		used[base] = true
+	}
+	return used
+}
+
+// TestMetricNames: every rankd_* metric that the alerts and the dashboard
+// use is one the consumer package registers, and the dashboard shows what
+// the issue asks for.
+func TestMetricNames(t *testing.T) {
+	m := consumerMetrics(t)
+	checkMetricNames(t, promAlerts, readFile(t, promAlerts), m)
+	checkMetricNames(t, promAlertsTest, readFile(t, promAlertsTest), m)
+	used := checkMetricNames(t, dashboardFile, readFile(t, dashboardFile), m)
+	for _, name := range []string{
+		"rankd_consumer_messages_total",         // events/s per topic
+		"rankd_sink_updates_applied_total",      // updates/s per board
+		"rankd_consumer_lag_messages",           // lag per topic/partition
+		"rankd_sink_event_lag_seconds",          // event to visible
+		"rankd_consumer_dead_letters_total",     // dead letters by reason
+		"rankd_consumer_apply_duration_seconds", // apply latency
+		"rankd_rollover_duration_seconds",       // rollover duration
+		"rankd_sink_redis_errors_total",         // Redis errors
+		"rankd_consumer_retries_total",          // retries
+	} {
+		if !used[name] {
+			t.Errorf("%s has no panel using %s", dashboardFile, name)
+		}
+	}
+	var unused []string
+	for name := range m.names {
+		if !used[name] {
+			unused = append(unused, name)
+		}
+	}
+	slices.Sort(unused)
+	if len(unused) > 0 {
+		t.Logf("metrics not on the dashboard: %v", unused)
+	}
+}
+
+// dockerignore returns the patterns of the Dockerfile's ignore file.
+func dockerignore(t *testing.T) []string {
+	t.Helper()
+	rel := dockerfile + ".dockerignore"
+	if !exists(t, rel) {
+		rel = ".dockerignore"
+		if !exists(t, rel) {
+			return nil
+		}
+	}
+	var pats []string
+	for line := range strings.Lines(string(readFile(t, rel))) {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			pats = append(pats, line)
+		}
+	}
+	return pats
+}
+
+// ignored reports whether the build context excludes rel (a simplified
+// .dockerignore match: a pattern excludes the paths it matches and
+// everything under them; no ! exceptions are expected).
+func ignored(pats []string, rel string) (string, bool) {
+	rel = filepath.ToSlash(filepath.Clean(rel))
+	for _, p := range pats {
+		if strings.HasPrefix(p, "!") {
+			continue
+		}
+		p = strings.TrimPrefix(filepath.ToSlash(filepath.Clean(p)), "/")
+		for path := rel; path != "." && path != "/"; path = filepath.ToSlash(filepath.Dir(path)) {
+			if ok, _ := filepath.Match(p, path); ok || (strings.HasPrefix(p, "**/") && matchBase(p[3:], path)) {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}
+
+func matchBase(p, path string) bool {
+	ok, _ := filepath.Match(p, filepath.Base(path))
+	return ok
+}
+
+// jsonDecode decodes rel as JSON into v, refusing unknown trailing data.
+func jsonDecode(t *testing.T, rel string, v any) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(readFile(t, rel)))
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("%s: %v", rel, err)
+	}
+	if dec.More() {
+		t.Fatalf("%s: trailing data after the JSON value", rel)
+	}
+}
