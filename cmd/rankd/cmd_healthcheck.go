@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+const healthcheckHelp = `
+GET --url and exit 0 when it answers 2xx, 1 otherwise (printing why). Meant
+for health checks of images without a shell or curl (distroless):
+
+  healthcheck: {test: ["CMD", "/rankd", "healthcheck", "--url", "http://127.0.0.1:8080/readyz"]}`
+
+func healthcheckMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("healthcheck", "healthcheck [--url URL] [--timeout D]", healthcheckHelp, stderr)
+	url := fs.String("url", "http://127.0.0.1:8080/readyz", "`URL` to GET (/readyz: group joined and Redis answering; /healthz: alive)")
+	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
+	if err != nil {
+		return usagef("--url: %v", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	msg := strings.TrimSpace(string(body))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("%s: %s: %s", *url, resp.Status, msg)
+	}
+	fmt.Fprintf(stdout, "%s: %s\n", *url, resp.Status)
+	return nil
+}

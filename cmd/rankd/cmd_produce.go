@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+const produceHelp = `
+Send events to Kafka: the standard workload (default) or the lines of a file.
+
+The standard workload is the traffic of a live-streaming platform in the JSON
+of the example config: 70% like, 20% comment, 10% gift; anchors zipf(1.1)
+over 100,000, users zipf(1.05) over 1,000,000; room and zone derived from
+the anchor; gift coins from a price table; 30% of comments on a news item.
+Each event has a unique id ("<seed>-<n>": the same seed gives the same
+events and ids) and ts = now, or --start advancing by --step per event for
+reproducible runs. Messages are keyed by anchor id.
+
+With --file, every line is one message: a JSON object goes to the topic in
+its "topic" field (else --topic) keyed by --key-field; any other line goes
+as is to --topic. "-" reads stdin.
+
+Without --count or --duration it runs until interrupted. It ends with one
+line: events sent, duration, events/s.`
+
+func produceMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("produce", "produce [--brokers B] [--rate N] [--duration D | --count N] [flags]", produceHelp, stderr)
+	defBrokers := os.Getenv("RANKD_KAFKA_BROKERS")
+	if defBrokers == "" {
+		defBrokers = "localhost:9092"
+	}
+	brokers := fs.String("brokers", defBrokers, "comma-separated bootstrap `brokers` (default: $RANKD_KAFKA_BROKERS if set)")
+	rate := fs.Float64("rate", 1000, "events per second; 0: as fast as possible")
+	duration := fs.Duration("duration", 0, "stop after this long (0: no limit)")
+	count := fs.Int64("count", 0, "stop after this many events (0: no limit)")
+	topics := fs.String("topics", "gift,like,comment", "workload topics to generate (the mix is renormalized over them)")
+	seed := fs.Int64("seed", 0, "workload seed: same seed, same events and ids (0: random, printed)")
+	startFlag := fs.String("start", "", "RFC 3339 ts of the first event, advancing by --step per event (default: each event's wall-clock time)")
+	step := fs.Duration("step", time.Millisecond, "ts increment per event with --start")
+	file := fs.String("file", "", "send the JSON lines of this `file` instead of the workload (\"-\": stdin)")
+	topic := fs.String("topic", "", "--file: topic of lines without a \"topic\" field")
+	keyField := fs.String("key-field", "anchor_id", "--file: JSON field whose value is the message key")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if *rate < 0 || *count < 0 || *duration < 0 {
+		return usagef("--rate, --count and --duration must not be negative")
+	}
+	brokerList := splitList(*brokers)
+	if len(brokerList) == 0 {
+		return usagef("--brokers: none given")
+	}
+
+	var src messageSource
+	if *file != "" {
+		r := io.Reader(os.Stdin)
+		if *file != "-" {
+			f, err := os.Open(*file)
+			if err != nil {
+				return usagef("--file: %v", err)
+			}
+			defer f.Close()
+			r = f
+		}
+		src = fileSource(r, *topic, *keyField)
+	} else {
+		wc := workloadConfig{Seed: *seed, Topics: splitList(*topics), Step: *step}
+		if wc.Seed == 0 {
+			wc.Seed = rand.Int64N(1 << 40)
+		}
+		if *startFlag != "" {
+			t, err := time.Parse(time.RFC3339, *startFlag)
+			if err != nil {
+				return usagef("--start %q: want RFC 3339, e.g. 2026-11-21T12:00:00+08:00", *startFlag)
+			}
+			wc.Start = t
+		}
+		w, err := newWorkload(wc)
+		if err != nil {
+			return usagef("--topics: %v", err)
+		}
+		fmt.Fprintf(stderr, "rankd produce: seed %d (rerun with --seed %d for the same events)\n", wc.Seed, wc.Seed)
+		src = workloadSource(w)
+	}
+
+	writer := newWriter(brokerList)
+	var sent atomic.Int64
+	start := time.Now()
+	progressDone := make(chan struct{})
+	progressStopped := make(chan struct{})
+	go func() { // progress on stderr for long runs; stopped below
+		defer close(progressStopped)
+		t := time.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-progressDone:
+				return
+			case <-t.C:
+				n := sent.Load()
+				fmt.Fprintf(stderr, "rankd produce: %d events sent (%.0f/s)\n", n, float64(n)/time.Since(start).Seconds())
+			}
+		}
+	}()
+	n, err := pace(ctx, writer, src, paceOptions{Rate: *rate, Count: *count, Duration: *duration, Sent: &sent})
+	close(progressDone)
+	<-progressStopped
+	if cerr := writer.Close(); err == nil && cerr != nil && ctx.Err() == nil {
+		err = fmt.Errorf("closing the writer: %w", cerr)
+	}
+	elapsed := time.Since(start)
+	fmt.Fprintf(stdout, "sent %d events in %s (%.0f events/s)\n", n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds())
+	return err
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+)
+
+const runHelp = `
+Consume the configured Kafka topics with a consumer group, apply every
+event to the boards in Redis (exactly once per message ID) and serve the
+HTTP API on http.listen: the JSON API and HTML page at / and /v1/...,
+Prometheus metrics at /metrics, liveness at /healthz and readiness (group
+joined, Redis answering) at /readyz.
+
+SIGINT or SIGTERM stops it cleanly: it stops fetching, applies and commits
+the batch in hand (within --shutdown-timeout), drains HTTP requests, then
+closes Redis. The environment overrides addresses and secrets of the file:
+RANKD_KAFKA_BROKERS, RANKD_REDIS_ADDR, RANKD_REDIS_ADDRS,
+RANKD_REDIS_PASSWORD, RANKD_HTTP_LISTEN.`
+
+func runMain(ctx context.Context, args []string, _, stderr io.Writer) error {
+	fs := newFlags("run", "run --config FILE [flags]", runHelp, stderr)
+	cfgFlag := fs.String("config", "", "config `file` (default $RANKD_CONFIG)")
+	var lf logFlags
+	lf.register(fs, "json", "info")
+	var tune groupTuning
+	fs.DurationVar(&tune.sessionTimeout, "session-timeout", 0,
+		"consumer group session timeout: how long a crashed instance keeps its partitions (0: 30s)")
+	fs.DurationVar(&tune.heartbeatInterval, "heartbeat-interval", 0,
+		"consumer group heartbeat interval, well below --session-timeout (0: 3s)")
+	fs.DurationVar(&tune.rebalanceTimeout, "rebalance-timeout", 0,
+		"how long a rebalance waits for members to rejoin (0: 30s)")
+	fs.DurationVar(&tune.shutdownTimeout, "shutdown-timeout", 0,
+		"on SIGINT/SIGTERM, time allowed to apply and commit the batch in hand (0: 10s)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	path, err := configPath(*cfgFlag)
+	if err != nil {
+		return err
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig(path, stderr)
+	if err != nil {
+		return err
+	}
+	s, err := newStack(cfg, log, tune)
+	if err != nil {
+		return err
+	}
+	ln, err := s.listen()
+	if err != nil {
+		_ = s.rdb.Close()
+		return err
+	}
+	redisAddr := cfg.Redis.Addr
+	if cfg.Redis.Cluster() {
+		redisAddr = strings.Join(cfg.Redis.Addrs, ",")
+	}
+	log.Info("rankd running", "config", path, "brokers", strings.Join(cfg.Kafka.Brokers, ","),
+		"group", cfg.Kafka.Group, "topics", strings.Join(cfg.Kafka.Topics, ","), "workers", cfg.Kafka.Workers,
+		"redis", redisAddr, "cluster", cfg.Redis.Cluster(), "prefix", cfg.Redis.Prefix,
+		"http", ln.Addr().String(), "boards", len(cfg.Boards()))
+	err = s.run(ctx, ln)
+	if err != nil {
+		return err
+	}
+	log.Info("rankd stopped")
+	return nil
+}

@@ -1,0 +1,27 @@
+// Command rankd consumes gift, like and comment events from Kafka, keeps exact
+// leaderboards in Redis and serves them over HTTP.
+//
+//	rankd run --config rankd.yaml      consume, apply, serve
+//	rankd dev                          everything embedded, for a first look
+//	rankd produce --brokers B --rate N load generator
+//	rankd rollover --config FILE       prefill rolling boards now
+//	rankd config check FILE            print the resolved boards or the errors
+//	rankd healthcheck --url URL        exit 0 when URL answers 2xx
+//
+// Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop) // a second Ctrl-C kills at once
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

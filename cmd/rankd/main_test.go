@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rankd/rankd/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// TestBinary runs the rankd binary as a user would: it builds it once into
+// its temp dir, then runs the subprocess tests (dev smoke test, SIGKILL
+// crash test) against it. The binary is built with -race when the tests
+// are.
+func TestBinary(t *testing.T) {
+	bin := buildRankd(t)
+	t.Run("dev", func(t *testing.T) { testDev(t, bin) })
+	t.Run("crash", func(t *testing.T) { testCrash(t, bin) })
+}
+
+// buildRankd builds ./cmd/rankd (this package) into t's temp dir.
+func buildRankd(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is not in PATH: it is needed to build rankd")
+	}
+	bin := filepath.Join(t.TempDir(), "rankd")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	start := time.Now()
+	out, err := exec.Command(goBin, append(args, ".")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	t.Logf("built rankd (race %v) in %v", raceEnabled, time.Since(start).Round(time.Millisecond))
+	return bin
+}
+
+// cleanEnv returns the environment without RANKD_* variables, with PATH
+// replaced when path is not empty.
+func cleanEnv(path string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "RANKD_") || (path != "" && strings.HasPrefix(kv, "PATH=")) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	if path != "" {
+		env = append(env, "PATH="+path)
+	}
+	return env
+}
+
+// proc is a rankd subprocess.
+type proc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	out  *syncBuffer // stdout and stderr
+	done chan struct{}
+	err  error // of Wait, once done is closed
+}
+
+// startRankd starts bin with args; it is killed at t's cleanup if it still
+// runs.
+func startRankd(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	detach(cmd) // dies with the test binary
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting rankd: %v", err)
+	}
+	p := &proc{t: t, cmd: cmd, out: out, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { p.kill() })
+	return p
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// kill sends SIGKILL and waits for the process to die.
+func (p *proc) kill() {
+	if !p.exited() {
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	}
+	<-p.done
+}
+
+// interrupt sends SIGINT and returns the exit code, failing the test if the
+// process does not exit within timeout.
+func (p *proc) interrupt(timeout time.Duration) int {
+	p.t.Helper()
+	start := time.Now()
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		p.kill()
+		p.t.Fatalf("rankd did not exit within %v of SIGINT; output:\n%s", timeout, p.out.tail(40))
+	}
+	p.t.Logf("rankd exited %v after SIGINT", time.Since(start).Round(time.Millisecond))
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// waitHTTP polls url until ok accepts the answer, failing the test after
+// timeout or when the process exits.
+func (p *proc) waitHTTP(timeout time.Duration, url string, ok func(code int, body []byte) bool) []byte {
+	p.t.Helper()
+	deadline := time.Now().Add(timeout)
+	client := &http.Client{Timeout: 2 * time.Second}
+	var last string
+	for {
+		if p.exited() {
+			p.t.Fatalf("rankd exited (%v) while waiting for %s; output:\n%s", p.err, url, p.out.tail(40))
+		}
+		resp, err := client.Get(url)
+		if err == nil {
+			var body bytes.Buffer
+			_, _ = body.ReadFrom(resp.Body)
+			resp.Body.Close()
+			if ok(resp.StatusCode, body.Bytes()) {
+				return body.Bytes()
+			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(body.String()))
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s: not as expected after %v (last: %.300s); output:\n%s", url, timeout, last, p.out.tail(40))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// tail returns the last n lines.
+func (s *syncBuffer) tail(n int) string {
+	lines := strings.Split(strings.TrimRight(s.String(), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// requireProgram returns the path of a program, or skips the test (fails it
+// under CI=true, like testenv's helpers).
+func requireProgram(t *testing.T, name, install string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path
+	}
+	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+		t.Fatalf("%s not found in PATH (%s) (CI=true: not skipping)", name, install)
+	}
+	t.Skipf("%s not found in PATH: %s", name, install)
+	return ""
+}
+
+// ctxTimeout returns t's context bounded by d.
+func ctxTimeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

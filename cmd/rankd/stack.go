@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rankd/rankd/config"
+	"github.com/rankd/rankd/consumer"
+	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/httpapi"
+)
+
+// loadConfig loads the config file; its errors, one per line with
+// file:line:column, go to stderr and make a usage error (exit 2).
+func loadConfig(path string, stderr io.Writer) (*config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return nil, &usageError{}
+	}
+	return cfg, nil
+}
+
+// newRedis returns the client of cfg: a cluster client when redis.addrs
+// (cluster seeds) is set, else a client of redis.addr.
+func newRedis(cfg config.Redis) redis.UniversalClient {
+	opts := &redis.UniversalOptions{Password: cfg.Password, PoolSize: cfg.PoolSize}
+	if cfg.Cluster() {
+		opts.Addrs, opts.IsClusterMode = cfg.Addrs, true
+	} else {
+		opts.Addrs, opts.DB = []string{cfg.Addr}, cfg.DB
+	}
+	return redis.NewUniversalClient(opts)
+}
+
+// newStore returns the store of cfg's boards on rdb.
+func newStore(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger) (*ranking.Store, error) {
+	return ranking.NewStore(rdb, cfg.Boards(),
+		ranking.WithPrefix(cfg.Redis.Prefix),
+		ranking.WithDedupeTTL(cfg.Redis.DedupeTTL),
+		ranking.WithLogger(log))
+}
+
+// groupTuning holds the consumer settings that the config file does not
+// have (yet); zero values keep the consumer's defaults.
+type groupTuning struct {
+	sessionTimeout    time.Duration
+	heartbeatInterval time.Duration
+	rebalanceTimeout  time.Duration
+	shutdownTimeout   time.Duration
+}
+
+// consumerConfig maps the kafka section of cfg onto the consumer's Config.
+// The schemas carry max_message_bytes and future_skew (config.Schemas).
+func consumerConfig(cfg *config.Config, tune groupTuning) consumer.Config {
+	k := cfg.Kafka
+	return consumer.Config{
+		Brokers:           k.Brokers,
+		Group:             k.Group,
+		Topics:            k.Topics,
+		Workers:           k.Workers,
+		BatchCount:        k.Batch.Count,
+		BatchBytes:        k.Batch.Bytes,
+		Linger:            k.Batch.Linger,
+		DeadLetterTopic:   k.DeadLetterTopic,
+		MinBytes:          k.MinBytes,
+		MaxWait:           k.MaxWait,
+		SessionTimeout:    tune.sessionTimeout,
+		HeartbeatInterval: tune.heartbeatInterval,
+		RebalanceTimeout:  tune.rebalanceTimeout,
+		ShutdownTimeout:   tune.shutdownTimeout,
+	}
+}
+
+// stack is a running rankd wired from a config: Redis client, store,
+// consumer with its ranking sink, rollover timer and HTTP server (API,
+// /metrics, /healthz, /readyz). `rankd run` and `rankd dev` both run one.
+type stack struct {
+	cfg   *config.Config
+	log   *slog.Logger
+	reg   *prometheus.Registry
+	rdb   redis.UniversalClient
+	store *ranking.Store
+	cons  *consumer.Consumer
+	srv   *http.Server
+}
+
+// newStack wires cfg's components; it connects to nothing yet. Metrics
+// go to a private registry with the process and Go collectors.
+func newStack(cfg *config.Config, log *slog.Logger, tune groupTuning) (*stack, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector())
+	router, err := cfg.Router()
+	if err != nil {
+		return nil, err
+	}
+	rdb := newRedis(cfg.Redis)
+	store, err := newStore(cfg, rdb, log)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	copts := []consumer.Option{consumer.WithRegisterer(reg), consumer.WithLogger(log)}
+	sink, err := consumer.NewRankingSink(cfg.Schemas(), router, store, copts...)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	cons, err := consumer.New(consumerConfig(cfg, tune), sink, copts...)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	api := httpapi.New(store, httpapi.WithRegisterer(reg), httpapi.WithLogger(log))
+	mux.Handle("/", api)
+	mux.Handle("/v1/", api)
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/healthz", cons.HealthHandler())
+	mux.Handle("/readyz", cons.ReadyHandler(store))
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return &stack{cfg: cfg, log: log, reg: reg, rdb: rdb, store: store, cons: cons, srv: srv}, nil
+}
+
+// listen opens the HTTP address before anything starts, so that a taken
+// port fails at once.
+func (s *stack) listen() (net.Listener, error) {
+	ln, err := net.Listen("tcp", s.cfg.HTTP.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("http listen: %w", err)
+	}
+	return ln, nil
+}
+
+// httpShutdownTimeout bounds the wait for in-flight HTTP requests.
+const httpShutdownTimeout = 5 * time.Second
+
+// run consumes, rolls over and serves on ln until ctx is done or a part
+// fails, then shuts down in order: stop consuming (the consumer applies and
+// commits the batch in hand), stop the rollover timer, drain HTTP, close
+// Redis. It returns the first failure, or nil after a clean stop.
+func (s *stack) run(ctx context.Context, ln net.Listener) error {
+	defer s.rdb.Close()
+	g, gctx := errgroup.WithContext(ctx)
+	var work sync.WaitGroup // the parts that write to Redis
+	work.Add(2)
+	g.Go(func() error {
+		defer work.Done()
+		if err := s.cons.Run(gctx); err != nil {
+			return fmt.Errorf("consumer: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		defer work.Done()
+		return consumer.RunRollover(gctx, s.store, s.cfg.Boards(),
+			consumer.RolloverConfig{Lead: s.cfg.Rollover.Lead, Interval: s.cfg.Rollover.Interval},
+			consumer.WithRegisterer(s.reg), consumer.WithLogger(s.log))
+	})
+	g.Go(func() error {
+		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		work.Wait()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownTimeout)
+		defer cancel()
+		if err := s.srv.Shutdown(sctx); err != nil {
+			return fmt.Errorf("http shutdown: %w", err)
+		}
+		return nil
+	})
+	return g.Wait()
+}
