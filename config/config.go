@@ -50,6 +50,13 @@ type Kafka struct {
 	FutureSkew time.Duration
 	MinBytes   int           // fetch min bytes; default 1
 	MaxWait    time.Duration // fetch max wait; default 250ms
+	// SessionTimeout: a worker that stops heartbeating (a crash) loses its
+	// partitions after this long; default 10s.
+	SessionTimeout    time.Duration
+	HeartbeatInterval time.Duration // default 1s
+	RebalanceTimeout  time.Duration // default 10s
+	// ShutdownTimeout bounds finishing the batch in hand on SIGTERM; default 10s.
+	ShutdownTimeout time.Duration
 }
 
 // Batch bounds a batch of messages applied together: it is flushed when it
@@ -118,14 +125,18 @@ func (c *Config) Router() (*ranking.Router, error) {
 func defaults() *Config {
 	return &Config{
 		Kafka: Kafka{
-			Group:           "rankd",
-			Workers:         2,
-			Batch:           Batch{Count: 1000, Bytes: 4 << 20, Linger: 20 * time.Millisecond},
-			DeadLetterTopic: "rankd-dead-letter",
-			MaxMessageBytes: ranking.DefaultMaxMessageBytes,
-			FutureSkew:      ranking.DefaultFutureSkew,
-			MinBytes:        1,
-			MaxWait:         250 * time.Millisecond,
+			Group:             "rankd",
+			Workers:           2,
+			Batch:             Batch{Count: 1000, Bytes: 4 << 20, Linger: 20 * time.Millisecond},
+			DeadLetterTopic:   "rankd-dead-letter",
+			MaxMessageBytes:   ranking.DefaultMaxMessageBytes,
+			FutureSkew:        ranking.DefaultFutureSkew,
+			MinBytes:          1,
+			MaxWait:           250 * time.Millisecond,
+			SessionTimeout:    10 * time.Second,
+			HeartbeatInterval: time.Second,
+			RebalanceTimeout:  10 * time.Second,
+			ShutdownTimeout:   10 * time.Second,
 		},
 		Redis:    Redis{Prefix: "rankd", DedupeTTL: 24 * time.Hour},
 		HTTP:     HTTP{Listen: ":8080"},

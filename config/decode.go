@@ -44,11 +44,15 @@ func (l *loader) decodeRoot(root *yaml.Node, c *Config, s *spec) {
 						"linger": l.duration(&k.Batch.Linger),
 					})
 				},
-				"dead_letter_topic": l.str(&k.DeadLetterTopic),
-				"max_message_bytes": l.integer(&k.MaxMessageBytes),
-				"future_skew":       l.duration(&k.FutureSkew),
-				"min_bytes":         l.integer(&k.MinBytes),
-				"max_wait":          l.duration(&k.MaxWait),
+				"dead_letter_topic":  l.str(&k.DeadLetterTopic),
+				"max_message_bytes":  l.integer(&k.MaxMessageBytes),
+				"future_skew":        l.duration(&k.FutureSkew),
+				"min_bytes":          l.integer(&k.MinBytes),
+				"max_wait":           l.duration(&k.MaxWait),
+				"session_timeout":    l.duration(&k.SessionTimeout),
+				"heartbeat_interval": l.duration(&k.HeartbeatInterval),
+				"rebalance_timeout":  l.duration(&k.RebalanceTimeout),
+				"shutdown_timeout":   l.duration(&k.ShutdownTimeout),
 			})
 		},
 		"redis": func(n *yaml.Node, p string) {

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rankd/rankd/ranking"
 )
@@ -87,6 +88,18 @@ func (l *loader) validateKafka(c *Config) {
 	}
 	if k.FutureSkew < 0 {
 		l.errorf("kafka.future_skew", "must not be negative (0 disables the check), got %v", k.FutureSkew)
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"kafka.session_timeout", k.SessionTimeout}, {"kafka.heartbeat_interval", k.HeartbeatInterval},
+		{"kafka.rebalance_timeout", k.RebalanceTimeout}, {"kafka.shutdown_timeout", k.ShutdownTimeout}} {
+		if d.v <= 0 {
+			l.errorf(d.field, "must be positive, got %v", d.v)
+		}
+	}
+	if k.HeartbeatInterval >= k.SessionTimeout {
+		l.errorf("kafka.heartbeat_interval", "must be shorter than session_timeout (%v), got %v", k.SessionTimeout, k.HeartbeatInterval)
 	}
 	if k.MaxWait <= 0 {
 		l.errorf("kafka.max_wait", "must be positive, got %v", k.MaxWait)

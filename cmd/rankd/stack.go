@@ -54,13 +54,20 @@ func newStore(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger) (
 		ranking.WithLogger(log))
 }
 
-// groupTuning holds the consumer settings that the config file does not
-// have (yet); zero values keep the consumer's defaults.
+// groupTuning holds command-line overrides of the kafka section's group
+// timings; zero values keep the config's.
 type groupTuning struct {
 	sessionTimeout    time.Duration
 	heartbeatInterval time.Duration
 	rebalanceTimeout  time.Duration
 	shutdownTimeout   time.Duration
+}
+
+func or(flag, cfg time.Duration) time.Duration {
+	if flag > 0 {
+		return flag
+	}
+	return cfg
 }
 
 // consumerConfig maps the kafka section of cfg onto the consumer's Config.
@@ -78,10 +85,10 @@ func consumerConfig(cfg *config.Config, tune groupTuning) consumer.Config {
 		DeadLetterTopic:   k.DeadLetterTopic,
 		MinBytes:          k.MinBytes,
 		MaxWait:           k.MaxWait,
-		SessionTimeout:    tune.sessionTimeout,
-		HeartbeatInterval: tune.heartbeatInterval,
-		RebalanceTimeout:  tune.rebalanceTimeout,
-		ShutdownTimeout:   tune.shutdownTimeout,
+		SessionTimeout:    or(tune.sessionTimeout, k.SessionTimeout),
+		HeartbeatInterval: or(tune.heartbeatInterval, k.HeartbeatInterval),
+		RebalanceTimeout:  or(tune.rebalanceTimeout, k.RebalanceTimeout),
+		ShutdownTimeout:   or(tune.shutdownTimeout, k.ShutdownTimeout),
 	}
 }
 
