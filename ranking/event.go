@@ -179,7 +179,7 @@ func (s *Schema) Decode(topic string, partition int, offset int64, value []byte,
 	// Later duplicates win, as with encoding/json.
 	idIdx, tsIdx := -1, -1
 	var foundBuf [32]int // declared field -> index+1 of its member
-	found := foundBuf[:0]
+	var found []int
 	if len(s.Fields) <= len(foundBuf) {
 		found = foundBuf[:len(s.Fields)]
 	} else {
