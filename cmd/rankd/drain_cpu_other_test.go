@@ -1,0 +1,11 @@
+//go:build !linux
+
+package main
+
+import "time"
+
+// selfCPU is not measured outside Linux.
+func selfCPU() (time.Duration, bool) { return 0, false }
+
+// pidCPU is not measured outside Linux.
+func pidCPU(int) (time.Duration, bool) { return 0, false }
