@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/rankd/rankd/config"
 )
 
 // Exit codes.
@@ -218,4 +220,30 @@ func notImplemented(name string) func(context.Context, []string, io.Writer, io.W
 		fmt.Fprintf(stderr, "rankd %s: not implemented yet: tracked by its own issue\n", name)
 		return &usageError{}
 	}
+}
+
+// setup is the common start of the subcommands that read a config: parse
+// the flags (no positional arguments), resolve the config path (flag, else
+// $RANKD_CONFIG), build the logger and load the config;
+// cfgFlag is read after parsing. It returns the config path too.
+func setup(fs *flag.FlagSet, args []string, cfgFlag *string, lf *logFlags, stderr io.Writer) (*config.Config, *slog.Logger, string, error) {
+	if err := parse(fs, args); err != nil {
+		return nil, nil, "", err
+	}
+	if err := noArgs(fs); err != nil {
+		return nil, nil, "", err
+	}
+	path, err := configPath(*cfgFlag)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	cfg, err := loadConfig(path, stderr)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return cfg, log, path, nil
 }

@@ -24,21 +24,7 @@ func rolloverMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	atFlag := fs.String("at", "", "RFC 3339 `time` whose period to roll up to (default: now + rollover.lead)")
 	var lf logFlags
 	lf.register(fs, "text", "warn")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
-	path, err := configPath(*cfgFlag)
-	if err != nil {
-		return err
-	}
-	log, err := lf.logger(stderr)
-	if err != nil {
-		return err
-	}
-	cfg, err := loadConfig(path, stderr)
+	cfg, log, path, err := setup(fs, args, cfgFlag, &lf, stderr)
 	if err != nil {
 		return err
 	}

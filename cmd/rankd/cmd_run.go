@@ -26,28 +26,14 @@ func runMain(ctx context.Context, args []string, _, stderr io.Writer) error {
 	lf.register(fs, "json", "info")
 	var tune groupTuning
 	fs.DurationVar(&tune.sessionTimeout, "session-timeout", 0,
-		"consumer group session timeout: how long a crashed instance keeps its partitions (0: 30s)")
+		"consumer group session timeout: how long a crashed instance keeps its partitions (0: kafka.session_timeout)")
 	fs.DurationVar(&tune.heartbeatInterval, "heartbeat-interval", 0,
-		"consumer group heartbeat interval, well below --session-timeout (0: 3s)")
+		"consumer group heartbeat interval, well below --session-timeout (0: kafka.heartbeat_interval)")
 	fs.DurationVar(&tune.rebalanceTimeout, "rebalance-timeout", 0,
-		"how long a rebalance waits for members to rejoin (0: 30s)")
+		"how long a rebalance waits for members to rejoin (0: kafka.rebalance_timeout)")
 	fs.DurationVar(&tune.shutdownTimeout, "shutdown-timeout", 0,
-		"on SIGINT/SIGTERM, time allowed to apply and commit the batch in hand (0: 10s)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
-	path, err := configPath(*cfgFlag)
-	if err != nil {
-		return err
-	}
-	log, err := lf.logger(stderr)
-	if err != nil {
-		return err
-	}
-	cfg, err := loadConfig(path, stderr)
+		"on SIGINT/SIGTERM, time allowed to apply and commit the batch in hand (0: kafka.shutdown_timeout)")
+	cfg, log, path, err := setup(fs, args, cfgFlag, &lf, stderr)
 	if err != nil {
 		return err
 	}
