@@ -67,26 +67,15 @@ var ErrBadDims = errors.New("bad dims")
 // Entries returns the whole visible board (for rolling boards S(k)) of one
 // dims and period ("current", "previous" or an id), in rank order.
 func (s *Store) Entries(ctx context.Context, board string, dims []string, period string) ([]Entry, error) {
-	st, err := s.board(board)
+	v, err := s.open(ctx, board, dims, period)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkDims(st, dims); err != nil {
-		return nil, err
-	}
-	p, err := s.resolve(st, period)
+	zs, err := s.rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: v.key, Start: 0, Stop: -1, Rev: v.desc()}).Result()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading %s: %w", v.key, err)
 	}
-	key, err := s.zkey(ctx, st, Tag(board, dims), p)
-	if err != nil {
-		return nil, err
-	}
-	zs, err := s.rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: key, Start: 0, Stop: -1, Rev: st.b.Order == Desc}).Result()
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", key, err)
-	}
-	return st.entries(zs, 1), nil
+	return v.st.entries(zs, 1), nil
 }
 
 func (st *boardState) entries(zs []redis.Z, firstRank int64) []Entry {
