@@ -364,7 +364,7 @@ func (f *fixture) compare(o *oracle.Oracle) {
 				f.t.Fatalf("entries %s %v %s: %v", s.Board, s.Dims, p, err)
 			}
 			want := o.Board(s.Board, s.Dims, p)
-			if d := diffEntries(got, want); d != "" && len(diffs) < 5 {
+			if d := oracle.Diff(got, want); d != "" && len(diffs) < 5 {
 				diffs = append(diffs, fmt.Sprintf("%s %v %s:\n%s", s.Board, s.Dims, p, d))
 			}
 		}
@@ -376,23 +376,6 @@ func (f *fixture) compare(o *oracle.Oracle) {
 		f.t.Fatalf("boards differ from the oracle (of %d compared):\n%s", boards, strings.Join(diffs, "\n"))
 	}
 	f.t.Logf("%d boards (stream x period) equal the oracle", boards)
-}
-
-func diffEntries(got []ranking.Entry, want []oracle.Entry) string {
-	var rows []string
-	for i := range max(len(got), len(want)) {
-		g, w := "-", "-"
-		if i < len(got) {
-			g = fmt.Sprintf("%q=%d@%d", got[i].Member, got[i].Value, got[i].Tie)
-		}
-		if i < len(want) {
-			w = fmt.Sprintf("%q=%d@%d", want[i].Member, want[i].Value, want[i].Tie)
-		}
-		if g != w && len(rows) < 10 {
-			rows = append(rows, fmt.Sprintf("  %3d got %-30s want %s", i+1, g, w))
-		}
-	}
-	return strings.Join(rows, "\n")
 }
 
 // metricSum returns the sum of a counter's (or a histogram's count's)

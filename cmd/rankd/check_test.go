@@ -137,7 +137,7 @@ func compareWithOracle(t *testing.T, cfg *config.Config, rdb redis.UniversalClie
 			want := orc.Board(s.Board, s.Dims, period)
 			boards++
 			rows += len(want)
-			if d := diffBoard(got, want); d != "" && len(diffs) < 5 {
+			if d := oracle.Diff(got, want); d != "" && len(diffs) < 5 {
 				diffs = append(diffs, fmt.Sprintf("%s %q %s (%d rows, want %d):\n%s", s.Board, s.Dims, period, len(got), len(want), d))
 			}
 		}
@@ -146,23 +146,6 @@ func compareWithOracle(t *testing.T, cfg *config.Config, rdb redis.UniversalClie
 		t.Fatalf("boards differ from the oracle:\n%s", strings.Join(diffs, "\n"))
 	}
 	t.Logf("%d events, %d updates: %d boards (stream × period), %d rows equal the oracle", len(msgs), updates, boards, rows)
-}
-
-func diffBoard(got []ranking.Entry, want []oracle.Entry) string {
-	var rows []string
-	for i := range max(len(got), len(want)) {
-		g, w := "-", "-"
-		if i < len(got) {
-			g = fmt.Sprintf("%q=%d@%d", got[i].Member, got[i].Value, got[i].Tie)
-		}
-		if i < len(want) {
-			w = fmt.Sprintf("%q=%d@%d", want[i].Member, want[i].Value, want[i].Tie)
-		}
-		if g != w && len(rows) < 10 {
-			rows = append(rows, fmt.Sprintf("  %4d got %-30s want %s", i+1, g, w))
-		}
-	}
-	return strings.Join(rows, "\n")
 }
 
 // checkDeadLetters fails the test unless the dead-letter topic holds every

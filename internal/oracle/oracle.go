@@ -488,3 +488,23 @@ func (bd *board) less(a, b Entry) bool {
 	}
 	return (a.Member > b.Member) == bd.desc
 }
+
+// Diff compares a board read from the store with the oracle's, row by row
+// (member, value, tie, in order), and describes up to 10 differing rows; it
+// returns "" when they are equal.
+func Diff(got []ranking.Entry, want []Entry) string {
+	var rows []string
+	for i := range max(len(got), len(want)) {
+		g, w := "-", "-"
+		if i < len(got) {
+			g = fmt.Sprintf("%q=%d@%d", got[i].Member, got[i].Value, got[i].Tie)
+		}
+		if i < len(want) {
+			w = fmt.Sprintf("%q=%d@%d", want[i].Member, want[i].Value, want[i].Tie)
+		}
+		if g != w && len(rows) < 10 {
+			rows = append(rows, fmt.Sprintf("  %4d got %-30s want %s", i+1, g, w))
+		}
+	}
+	return strings.Join(rows, "\n")
+}
