@@ -73,8 +73,19 @@ func TestRedisOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("redis stopped")
-	time.Sleep(time.Second) // batches applied just before the stop commit now
+	// Batches applied just before the stop may still commit: wait until the
+	// committed offsets have not changed for a second (under load this can
+	// take longer than a fixed sleep), then they must not move at all.
 	before := f.committedTotal(client, rec)
+	for stable, settle := time.Now(), time.Now().Add(15*time.Second); time.Since(stable) < time.Second; {
+		if time.Now().After(settle) {
+			t.Fatal("commits kept moving for 15 s after Redis stopped")
+		}
+		time.Sleep(100 * time.Millisecond)
+		if now := f.committedTotal(client, rec); now != before {
+			before, stable = now, time.Now()
+		}
+	}
 	rr := httptest.NewRecorder()
 	r.c.ReadyHandler(f.store).ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	if rr.Code != http.StatusServiceUnavailable {
