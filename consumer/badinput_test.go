@@ -85,6 +85,7 @@ func TestBadInput(t *testing.T) {
 	}
 
 	r := f.start(f.consumerConfig(), f.sink())
+	f.waitReady(r) // exactly-once dead letters hold only without a rebalance mid-batch
 	f.produce(f.newWriter(), msgs)
 	f.waitCommitted(time.Minute, r)
 

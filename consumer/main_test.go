@@ -185,6 +185,19 @@ func (f *fixture) start(cfg Config, sink Sink, opts ...Option) *running {
 	return r
 }
 
+// waitReady waits until every worker of r has joined the group, so that
+// nothing produced afterwards is fetched across the workers' joining
+// rebalance (which redelivers an in-flight batch: exact on the boards thanks
+// to dedupe, but its dead letters would be written twice).
+func (f *fixture) waitReady(r *running) {
+	f.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !r.c.Ready(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) || r.exited() {
+			f.t.Fatal("consumer did not join its group within 30 s")
+		}
+	}
+}
+
 // stop cancels the consumer and waits for Run; it returns Run's error.
 func (r *running) stop() error {
 	r.cancel()
