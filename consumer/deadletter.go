@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -16,6 +17,7 @@ const (
 	HeaderOffset    = "offset"    // original offset, decimal
 	HeaderError     = "error"     // the DeadLetter's error text
 	HeaderTimestamp = "timestamp" // original message time, Unix milliseconds
+	HeaderBoards    = "boards"    // late / out_of_range: the boards that rejected it, comma-separated
 	// HeaderTruncated is present when the original value (and, if needed,
 	// key and headers) was left out to fit DeadLetterMaxBytes: the original
 	// size of the value, decimal.
@@ -82,6 +84,9 @@ func (d *deadLetterWriter) message(dl DeadLetter) kafka.Message {
 	}
 	if !m.Time.IsZero() {
 		hdrs = append(hdrs, kafka.Header{Key: HeaderTimestamp, Value: []byte(strconv.FormatInt(m.Time.UnixMilli(), 10))})
+	}
+	if len(dl.Boards) > 0 {
+		hdrs = append(hdrs, kafka.Header{Key: HeaderBoards, Value: []byte(strings.Join(dl.Boards, ","))})
 	}
 	// The dead letter is timestamped now (the writer's default), so that
 	// the topic's time-based retention counts from when it was written.

@@ -71,7 +71,8 @@ func FuzzSink(f *testing.F) {
 		if len(hdrID) > 0 {
 			m.Headers = []kafka.Header{{Key: "id", Value: hdrID}}
 		}
-		p := sink.plan([]kafka.Message{m, m})
+		start := map[partitionKey]streamPos{{m.Topic, m.Partition}: {next: m.Offset}}
+		p := sink.plan([]kafka.Message{m, m}, start)
 		first, second := p.msgs[0], p.msgs[1]
 		if first.reason != "" {
 			if !slices.Contains(reasons, first.reason) {
@@ -107,7 +108,7 @@ func FuzzSink(f *testing.F) {
 		if first.ev != nil && first.reason == "" && (second.dupOf != 0 || second.hi != second.lo) {
 			t.Fatalf("in-batch copy: dupOf %d, %d updates; want 0 and none", second.dupOf, second.hi-second.lo)
 		}
-		if again := sink.plan([]kafka.Message{m, m}); !reflect.DeepEqual(again.ups, p.ups) {
+		if again := sink.plan([]kafka.Message{m, m}, start); !reflect.DeepEqual(again.ups, p.ups) {
 			t.Fatalf("planning is not deterministic:\n%+v\n%+v", p.ups, again.ups)
 		}
 	})

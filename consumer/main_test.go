@@ -332,34 +332,24 @@ func (f *fixture) waitCommitted(timeout time.Duration, rs ...*running) {
 	}
 }
 
-// reference routes msgs, in order, through the fixture's schemas and router
-// into an oracle, one Apply per message (as the sink's store sees one event
-// per message). Messages that fail to decode or route are skipped.
+// reference recomputes every board from the log: it reads the fixture's
+// topics back from Kafka (every partition, every offset) and feeds them to
+// the oracle, which judges lateness per partition on its own. msgs are the
+// messages the test produced: the log must hold exactly that many.
 func (f *fixture) reference(msgs []msg) (*oracle.Oracle, int) {
 	f.t.Helper()
-	o := oracle.New(f.cfg.Boards())
-	applied := 0
-	for _, m := range msgs {
-		var hdrs []ranking.Header
-		for _, h := range m.headers {
-			hdrs = append(hdrs, ranking.Header{Key: h.Key, Value: h.Value})
-		}
-		ev, err := f.cfg.Schemas()[m.topic].Decode(f.kafkaOf[m.topic], 0, 0, m.value, hdrs, time.Now())
-		if err != nil {
-			continue
-		}
-		ev.Topic = m.topic
-		ups, err := f.router.Route(ev)
-		if err != nil || len(ups) == 0 {
-			continue
-		}
-		for _, s := range o.Apply(ups) {
-			if s == ranking.StatusApplied {
-				applied++
-			}
-		}
+	res := f.fromLog()
+	if res.Messages != len(msgs) {
+		f.t.Fatalf("the log holds %d messages, the test produced %d", res.Messages, len(msgs))
 	}
-	return o, applied
+	return res.Oracle, res.Applied
+}
+
+// fromLog recomputes every board from the fixture's topics.
+func (f *fixture) fromLog() oracle.LogResult {
+	f.t.Helper()
+	log := testenv.ReadLog(f.t, f.broker.Addrs(), f.topics...)
+	return oracle.Log{Schemas: f.cfg.Schemas(), TopicMap: f.topicMap, Router: f.router}.FromLog(f.cfg.Boards(), log)
 }
 
 // compare fails the test unless every board the oracle knows of (every

@@ -2,7 +2,10 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -36,6 +39,21 @@ type RankingSink struct {
 	store   *ranking.Store
 	m       *metrics
 	now     func() time.Time
+
+	mu     sync.Mutex
+	stream map[partitionKey]streamPos // stream time after the last applied batch
+}
+
+type partitionKey struct {
+	topic     string
+	partition int
+}
+
+// streamPos is a partition's stream time at an offset: the greatest event
+// time of the valid messages below next.
+type streamPos struct {
+	next int64
+	time time.Time
 }
 
 // NewRankingSink returns a RankingSink. schemas are keyed by topic name
@@ -50,13 +68,15 @@ func NewRankingSink(schemas map[string]*ranking.Schema, router *ranking.Router, 
 	if err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
-	return &RankingSink{schemas: schemas, topics: o.topics, router: router, store: store, m: m, now: o.now}, nil
+	return &RankingSink{schemas: schemas, topics: o.topics, router: router, store: store, m: m, now: o.now,
+		stream: map[partitionKey]streamPos{}}, nil
 }
 
 // msgPlan is what decoding and routing made of one message.
 type msgPlan struct {
 	ev     *ranking.Event // nil when decoding failed
 	reason string         // permanent failure, "" if none
+	boards []string       // late or out_of_range: every board that rejected it
 	err    error
 	dupOf  int // index of an earlier message of the batch with the same ID, or -1
 	lo, hi int // its updates: ups[lo:hi]
@@ -64,23 +84,45 @@ type msgPlan struct {
 
 // batchPlan is a batch decoded and routed, before the store sees it.
 type batchPlan struct {
-	msgs []msgPlan
-	ups  []ranking.Update
+	msgs  []msgPlan
+	ups   []ranking.Update
+	marks []ranking.Mark // stream time of every partition after the batch
 }
 
 // plan decodes and routes msgs. It touches no server. A message whose ID
 // belongs to an earlier routed message of the batch contributes no updates:
 // it takes the verdict of that one (Store.Apply treats consecutive updates
 // with one MsgID as one event, so two such messages must never be adjacent).
-func (s *RankingSink) plan(msgs []kafka.Message) batchPlan {
+//
+// start holds the stream time of every partition of msgs at its first
+// message; every update gets its partition's stream time before its
+// message, and every message that decodes (a valid event) then advances it.
+func (s *RankingSink) plan(msgs []kafka.Message, start map[partitionKey]streamPos) batchPlan {
 	p := batchPlan{msgs: make([]msgPlan, len(msgs)), ups: make([]ranking.Update, 0, 4*len(msgs))}
 	seen := make(map[string]int, len(msgs))
 	var hdrs []ranking.Header
+	pos := make(map[partitionKey]streamPos, len(start))
+	for k, v := range start {
+		pos[k] = v
+	}
+	var cur partitionKey
+	var curPos streamPos
+	flush := func() {
+		if cur.topic != "" {
+			pos[cur] = curPos
+		}
+	}
 	for i := range msgs {
 		m := &msgs[i]
 		mp := &p.msgs[i]
 		mp.dupOf = -1
 		mp.lo, mp.hi = len(p.ups), len(p.ups)
+		if k := (partitionKey{m.Topic, m.Partition}); k != cur {
+			flush()
+			cur, curPos = k, pos[k]
+		}
+		streamTime := curPos.time
+		curPos.next = m.Offset + 1
 		topic := m.Topic
 		if t, ok := s.topics[topic]; ok {
 			topic = t
@@ -101,6 +143,9 @@ func (s *RankingSink) plan(msgs []kafka.Message) batchPlan {
 		}
 		ev.Topic = topic // routes are keyed by the schema topic; the ID keeps the Kafka topic
 		mp.ev = ev
+		if ev.Time.After(curPos.time) {
+			curPos.time = ev.Time
+		}
 		if j, dup := seen[ev.ID]; dup {
 			mp.dupOf = j
 			continue
@@ -112,11 +157,55 @@ func (s *RankingSink) plan(msgs []kafka.Message) batchPlan {
 			mp.reason, mp.err = reasonOf(err), err
 			continue
 		}
+		for k := mp.lo; k < len(ups); k++ {
+			ups[k].StreamTime = streamTime
+		}
 		seen[ev.ID] = i
 		p.ups = ups
 		mp.hi = len(p.ups)
 	}
+	flush()
+	p.marks = make([]ranking.Mark, 0, len(pos))
+	for k, v := range pos {
+		if _, ok := start[k]; ok {
+			p.marks = append(p.marks, ranking.Mark{Topic: k.topic, Partition: k.partition, Offset: v.next, Time: v.time})
+		}
+	}
 	return p
+}
+
+// streamStart returns the stream time of every partition of msgs at its
+// first message: from memory when this sink applied the batch just before
+// it, else from the marks in Redis (a partition taken over, a restart, a
+// retried batch after a failure).
+func (s *RankingSink) streamStart(ctx context.Context, msgs []kafka.Message) (map[partitionKey]streamPos, error) {
+	start := map[partitionKey]streamPos{}
+	var missing []ranking.Mark
+	s.mu.Lock()
+	for i := range msgs {
+		k := partitionKey{msgs[i].Topic, msgs[i].Partition}
+		if _, ok := start[k]; ok {
+			continue
+		}
+		if p, ok := s.stream[k]; ok && p.next == msgs[i].Offset {
+			start[k] = p
+			continue
+		}
+		start[k] = streamPos{next: msgs[i].Offset}
+		missing = append(missing, ranking.Mark{Topic: k.topic, Partition: k.partition, Offset: msgs[i].Offset})
+	}
+	s.mu.Unlock()
+	if len(missing) == 0 {
+		return start, nil
+	}
+	times, err := s.store.StreamTimes(ctx, missing)
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range missing {
+		start[partitionKey{m.Topic, m.Partition}] = streamPos{next: m.Offset, time: times[i]}
+	}
+	return start, nil
 }
 
 // reasonOf returns the dead-letter reason of a decode or route error.
@@ -129,16 +218,23 @@ func reasonOf(err error) string {
 
 // Apply implements Sink.
 func (s *RankingSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLetter, error) {
-	p := s.plan(msgs)
-	var status []ranking.Status
-	if len(p.ups) > 0 {
-		res, err := s.store.Apply(ctx, p.ups)
-		if err != nil {
-			s.m.redisErrors.Inc()
-			return nil, fmt.Errorf("applying %d updates of %d messages: %w", len(p.ups), len(msgs), err)
-		}
-		status = res.Status
+	start, err := s.streamStart(ctx, msgs)
+	if err != nil {
+		s.m.redisErrors.Inc()
+		return nil, fmt.Errorf("reading stream times: %w", err)
 	}
+	p := s.plan(msgs, start)
+	res, err := s.store.Apply(ctx, p.ups, p.marks...)
+	if err != nil {
+		s.m.redisErrors.Inc()
+		return nil, fmt.Errorf("applying %d updates of %d messages: %w", len(p.ups), len(msgs), err)
+	}
+	s.mu.Lock()
+	for _, m := range p.marks {
+		s.stream[partitionKey{m.Topic, m.Partition}] = streamPos{next: m.Offset, time: m.Time}
+	}
+	s.mu.Unlock()
+	status, repeated := res.Status, res.Repeated
 	now := s.now()
 	applied := map[string]int{}
 	var dead []DeadLetter
@@ -147,7 +243,7 @@ func (s *RankingSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLe
 		if mp.reason == "" && mp.dupOf >= 0 {
 			orig := &p.msgs[mp.dupOf]
 			if orig.reason == ranking.ReasonLate || orig.reason == ranking.ReasonOutOfRange {
-				mp.reason, mp.err = orig.reason, orig.err
+				mp.reason, mp.err, mp.boards = orig.reason, orig.err, orig.boards
 			} else {
 				s.m.duplicates.Inc()
 				continue
@@ -155,6 +251,8 @@ func (s *RankingSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLe
 		}
 		if mp.reason == "" {
 			dup, visible := false, false
+			var late, oor []string // boards that rejected the message
+			var oorErr error
 			for k := mp.lo; k < mp.hi; k++ {
 				u := &p.ups[k]
 				switch status[k] {
@@ -164,18 +262,38 @@ func (s *RankingSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLe
 				case ranking.StatusDuplicate:
 					dup = true
 				case ranking.StatusLate:
-					s.m.late.WithLabelValues(u.Board).Inc()
-					if mp.reason == "" {
-						mp.reason, mp.err = ranking.ReasonLate, fmt.Errorf("board %q: the period of %s is sealed",
-							u.Board, u.Time.UTC().Format(time.RFC3339Nano))
+					if !repeated[k] {
+						s.m.late.WithLabelValues(u.Board).Inc()
 					}
+					late = append(late, u.Board)
 				case ranking.StatusOutOfRange:
-					s.m.outOfRange.WithLabelValues(u.Board).Inc()
-					if mp.reason == "" {
-						mp.reason, mp.err = ranking.ReasonOutOfRange, fmt.Errorf("board %q: value %d of member %q leaves the board's exact range",
-							u.Board, u.Value, u.Member)
+					if !repeated[k] {
+						s.m.outOfRange.WithLabelValues(u.Board).Inc()
 					}
+					if oorErr == nil {
+						oorErr = fmt.Errorf("value %d of member %q leaves the board's exact range", u.Value, u.Member)
+					}
+					oor = append(oor, u.Board)
 				}
+			}
+			if len(late) > 0 || len(oor) > 0 {
+				mp.boards = append(late, oor...)
+				var parts []string
+				if len(late) > 0 {
+					mp.reason = ranking.ReasonLate
+					parts = append(parts, fmt.Sprintf("late on %s: the period of %s was final for its partition",
+						strings.Join(late, ","), mp.ev.Time.UTC().Format(time.RFC3339Nano)))
+				}
+				if len(oor) > 0 {
+					if mp.reason == "" {
+						mp.reason = ranking.ReasonOutOfRange
+					}
+					parts = append(parts, fmt.Sprintf("out of range on %s: %v", strings.Join(oor, ","), oorErr))
+				}
+				if n := mp.hi - mp.lo - len(mp.boards); n > 0 {
+					parts = append(parts, fmt.Sprintf("its %d other updates were applied (or were duplicates)", n))
+				}
+				mp.err = errors.New(strings.Join(parts, "; "))
 			}
 			if dup {
 				s.m.duplicates.Inc()
@@ -185,7 +303,7 @@ func (s *RankingSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLe
 			}
 		}
 		if mp.reason != "" {
-			dead = append(dead, DeadLetter{Msg: msgs[i], Reason: mp.reason, Err: mp.err})
+			dead = append(dead, DeadLetter{Msg: msgs[i], Reason: mp.reason, Err: mp.err, Boards: mp.boards})
 		}
 	}
 	for board, n := range applied {

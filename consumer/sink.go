@@ -31,6 +31,10 @@ type DeadLetter struct {
 	Msg    kafka.Message
 	Reason string
 	Err    error
+	// Boards names every board that rejected the message (reasons late and
+	// out_of_range), written to the "boards" header as a comma list; the
+	// message's updates of the other boards were applied.
+	Boards []string
 }
 
 // SinkFunc adapts a function to the Sink interface.

@@ -8,17 +8,20 @@
 // MsgID form one event. An event whose MsgID was already applied (within the
 // dedupe TTL) is a duplicate: none of its updates is applied; each reports
 // StatusDuplicate, except that an update whose first delivery was late or
-// out of range reports that verdict again (so a redelivered message is
-// dead-lettered again rather than lost). Updates are judged in input order,
+// out of range reports that verdict again with Result.Repeated set (so a
+// redelivered message is dead-lettered again rather than lost, and counted
+// once). Updates are judged in input order,
 // per stream = (board, dims):
 //
 //  1. Period: j = board calendar At(update.Time); total boards have one
 //     period, "all".
-//  2. Late: the stream time st is the largest Time among the stream's
-//     updates so far that were neither duplicates nor late (kept in Redis).
-//     An update of period j is late when st >= j.End + board.Grace. A late
-//     update is not applied and is reported with StatusLate. Total boards
-//     are never late. Every other update then sets st = max(st, Time).
+//  2. Late: an update of period j is late when its StreamTime (the stream
+//     time of the partition its event came from: the greatest event time
+//     of the valid messages at lower offsets) is set and StreamTime >=
+//     j.End + board.Grace. A late update is not applied and is reported
+//     with StatusLate. Total boards are never late. The verdict depends on
+//     the update alone, so it is a function of the log: no other
+//     partition, worker count, batch boundary or restart can change it.
 //  3. Range: an update whose result would leave the board's exact range
 //     (Codec.MaxValue; for sum boards the member's value in period j after
 //     adding base and delta; for rolling boards the per-period bound is

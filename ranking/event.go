@@ -55,10 +55,11 @@ type Schema struct {
 	Fields  []Field // declared fields, excluding IDField and TSField
 	// MaxBytes rejects larger messages with ReasonTooLarge; 0: no limit.
 	MaxBytes int
-	// FutureSkew rejects event times later than Now()+FutureSkew with
-	// ReasonFuture; 0: no check.
+	// FutureSkew rejects event times later than the message timestamp +
+	// FutureSkew with ReasonFuture (Now() + FutureSkew for a message
+	// without a timestamp); 0: no check.
 	FutureSkew time.Duration
-	Now        func() time.Time // clock for FutureSkew; nil: time.Now
+	Now        func() time.Time // clock for FutureSkew without a message timestamp; nil: time.Now
 }
 
 // DefaultSchemas returns new schemas of the gift, like and comment topics of
@@ -261,13 +262,19 @@ func (s *Schema) Decode(topic string, partition int, offset int64, value []byte,
 		return nil, permanent(ReasonValidation, "no %q field and no message timestamp", s.TSField)
 	}
 	if s.FutureSkew > 0 {
-		now := time.Now
-		if s.Now != nil {
-			now = s.Now
+		// Judged against the message's own timestamp, which is part of the
+		// log, so that a replay decides as the live run did; the clock only
+		// when the message has no timestamp.
+		ref := msgTime
+		if ref.IsZero() {
+			ref = time.Now()
+			if s.Now != nil {
+				ref = s.Now()
+			}
 		}
-		if limit := now().Add(s.FutureSkew); ev.Time.After(limit) {
-			return nil, permanent(ReasonFuture, "event time %s is more than %v ahead of %s",
-				ev.Time.UTC().Format(time.RFC3339Nano), s.FutureSkew, limit.Add(-s.FutureSkew).UTC().Format(time.RFC3339))
+		if limit := ref.Add(s.FutureSkew); ev.Time.After(limit) {
+			return nil, permanent(ReasonFuture, "event time %s is more than %v ahead of the message timestamp %s",
+				ev.Time.UTC().Format(time.RFC3339Nano), s.FutureSkew, ref.UTC().Format(time.RFC3339Nano))
 		}
 	}
 	ev.Fields[s.IDField] = ev.ID

@@ -42,9 +42,13 @@ func (g *callGroup) period(t time.Time) Period {
 // the caller retries the same updates, which is safe thanks to dedupe.
 // Validation errors (unknown board, wrong number of dims) are returned before
 // anything is written.
-func (s *Store) Apply(ctx context.Context, ups []Update) (Result, error) {
-	res := Result{Status: make([]Status, len(ups))}
-	if len(ups) == 0 {
+//
+// marks are the stream times of the partitions the updates came from, as of
+// the offset after the batch (see Mark); they are written in the same
+// pipeline, so that they are in Redis before the caller commits offsets.
+func (s *Store) Apply(ctx context.Context, ups []Update, marks ...Mark) (Result, error) {
+	res := Result{Status: make([]Status, len(ups)), Repeated: make([]bool, len(ups))}
+	if len(ups) == 0 && len(marks) == 0 {
 		return res, nil
 	}
 	calls, newTags, err := s.plan(ups)
@@ -52,9 +56,9 @@ func (s *Store) Apply(ctx context.Context, ups []Update) (Result, error) {
 		return res, err
 	}
 	pending := calls
-	for attempt := 0; len(pending) > 0; attempt++ {
-		failed, err := s.exec(ctx, pending, newTags, res.Status)
-		newTags = nil
+	for attempt := 0; len(pending) > 0 || marks != nil; attempt++ {
+		failed, err := s.exec(ctx, pending, newTags, marks, res.Status, res.Repeated)
+		newTags, marks = nil, nil
 		if err != nil {
 			return res, err
 		}
@@ -80,16 +84,22 @@ func (s *Store) Apply(ctx context.Context, ups []Update) (Result, error) {
 
 // exec runs calls in one pipeline and fills status. It returns the calls that
 // failed with NOSCRIPT (not executed; to be retried after loading the script).
-func (s *Store) exec(ctx context.Context, calls []*call, newTags map[string][]any, status []Status) ([]*call, error) {
+func (s *Store) exec(ctx context.Context, calls []*call, newTags map[string][]any, marks []Mark, status []Status, repeated []bool) ([]*call, error) {
 	pipe := s.rdb.Pipeline()
 	for board, tags := range newTags {
 		pipe.SAdd(ctx, s.dimsKey(board), tags...)
 	}
+	markCmds := s.writeMarks(ctx, pipe, marks)
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, c := range calls {
 		cmds[i] = applyScript.EvalSha(ctx, pipe, []string{s.dedupePrefix(c.slot)}, c.args(s)...)
 	}
 	_, _ = pipe.Exec(ctx) // every command's error is checked below
+	for _, c := range markCmds {
+		if err := c.Err(); err != nil {
+			return nil, fmt.Errorf("writing stream times: %w", err)
+		}
+	}
 	var failed []*call
 	for i, c := range calls {
 		out, err := cmds[i].Slice()
@@ -110,7 +120,12 @@ func (s *Store) exec(ctx context.Context, calls []*call, newTags map[string][]an
 				return nil, fmt.Errorf("applying batch: script returned %q for %d updates", codes, len(idx))
 			}
 			for k, u := range idx {
-				status[u] = Status(codes[k] - '0')
+				switch c := codes[k]; c {
+				case '4', '5': // a duplicate repeating a rejection
+					status[u], repeated[u] = Status(c-'4')+StatusLate, true
+				default:
+					status[u] = Status(c - '0')
+				}
 			}
 		}
 	}
@@ -218,6 +233,12 @@ func (c *call) addEvent(s *Store, ups []Update, tags []string, idx []int) {
 			c.gorder = append(c.gorder, g)
 		}
 		p := g.period(u.Time)
+		if g.st.late(p, u.StreamTime) {
+			// Judged here, from the update alone; the script still records
+			// the verdict with the event's dedupe key.
+			c.evArgs = append(c.evArgs, g.idx, -1, u.Member, u.Value, u.Time.UnixMilli(), "")
+			continue
+		}
 		pi, ok := g.pidx[p.Start.UnixMilli()]
 		if !ok {
 			g.periods = append(g.periods, p)
@@ -244,7 +265,7 @@ func (c *call) args(s *Store) []any {
 		b := st.b
 		table := g.periods
 		remap[gi] = make([]int, len(g.periods)+1)
-		if b.Window == WindowRolling {
+		if b.Window == WindowRolling && len(g.periods) > 0 {
 			table = rollingTable(st.cal, g.periods, b.Periods)
 			at := map[int64]int{}
 			for i, p := range table {
@@ -275,8 +296,11 @@ func (c *call) args(s *Store) []any {
 		n := ev[i+1].(int)
 		i += 2
 		for k := 0; k < n; k++ {
-			gi := ev[i].(int)
-			args = append(args, gi, remap[gi-1][ev[i+1].(int)], ev[i+2], ev[i+3], ev[i+4], ev[i+5])
+			gi, pi := ev[i].(int), ev[i+1].(int)
+			if pi > 0 {
+				pi = remap[gi-1][pi]
+			}
+			args = append(args, gi, pi, ev[i+2], ev[i+3], ev[i+4], ev[i+5])
 			i += 6
 		}
 	}

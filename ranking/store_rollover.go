@@ -126,7 +126,7 @@ func (s *Store) rollPeriod(ctx context.Context, st *boardState, tag, lock, token
 	sPrev := Key(s.prefix, tag, "r", prev.ID)
 	ttl := int64(0)
 	if st.retMs > 0 {
-		ttl = max(endMs(k)+st.retMs-max(streamMs, k.Start.UnixMilli()), 1000)
+		ttl = max(endMs(k)+st.retMs-max(streamMs, k.Start.UnixMilli()), st.graceMs, 1000)
 	}
 	unit := st.unitMs
 	head := []any{lock, token, s.lockTTL.Milliseconds(), 0, 0, k.Start.UnixMilli(), k.ID, 0,

@@ -18,6 +18,13 @@ type Update struct {
 	// period of the board (sum boards with HasBase).
 	Base    int64
 	HasBase bool
+	// StreamTime is the stream time of the partition the event came from,
+	// just before the event: the greatest event time of the valid messages
+	// at lower offsets of its topic-partition (zero when there is none). An
+	// update of period P is late when StreamTime >= P.End + Board.Grace, so
+	// every verdict is a function of the log: consumption order, worker
+	// count and batch boundaries cannot change it.
+	StreamTime time.Time
 }
 
 // Status is the outcome of one Update.
@@ -41,6 +48,10 @@ func (s Status) String() string {
 // Result reports what Apply did with each update, index for index.
 type Result struct {
 	Status []Status
+	// Repeated marks the updates of duplicate events whose StatusLate or
+	// StatusOutOfRange repeats the verdict of the first delivery (the
+	// update was rejected once already; count it once).
+	Repeated []bool
 }
 
 // Count returns how many updates have status s.

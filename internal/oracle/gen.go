@@ -99,7 +99,41 @@ func Workload(seed int64, n int, boards []*ranking.Board, opts GenOptions) [][]r
 			events = append(events, events[j])
 		}
 	}
+	g.streamTimes(events)
 	return g.calls(g.batches(events))
+}
+
+// genPartitions is how many partitions Workload spreads events over.
+const genPartitions = 3
+
+// streamTimes places every event in one of a few partitions (a re-sent
+// event in the partition of its original, as a producer retry with the same
+// key does) and sets each update's StreamTime: the greatest event time of
+// the earlier events of its partition. Re-sent events get their own copy of
+// the updates.
+func (g *gen) streamTimes(events [][]ranking.Update) {
+	part := map[string]int{}
+	var wm [genPartitions]time.Time
+	seen := map[string]bool{}
+	for i, ev := range events {
+		id := ev[0].MsgID
+		p, ok := part[id]
+		if !ok {
+			p = g.rng.IntN(genPartitions)
+			part[id] = p
+		}
+		if seen[id] {
+			ev = append([]ranking.Update(nil), ev...)
+			events[i] = ev
+		}
+		seen[id] = true
+		for k := range ev {
+			ev[k].StreamTime = wm[p]
+		}
+		if t := ev[0].Time; t.After(wm[p]) {
+			wm[p] = t
+		}
+	}
 }
 
 // gen is Workload's state.

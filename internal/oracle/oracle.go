@@ -176,12 +176,12 @@ func (o *Oracle) apply(u *ranking.Update) ranking.Status {
 	base := bd.base(p)
 	q := floorDiv(u.Time.Sub(base), bd.unit)
 
-	// 2. Late.
-	if b.Window != ranking.WindowTotal && s.hasST && !s.st.Before(p.End.Add(b.Grace)) {
+	// 2. Late: judged on the stream time of the update's partition.
+	if b.Window != ranking.WindowTotal && !u.StreamTime.IsZero() && !u.StreamTime.Before(p.End.Add(b.Grace)) {
 		return ranking.StatusLate
 	}
-	// Stream time: the latest Time of every update that is neither a
-	// duplicate nor late, whether or not it then fits the range.
+	// The board's stream time (for tests of expiry): the latest Time of
+	// every update that is neither a duplicate nor late.
 	if !s.hasST || u.Time.After(s.st) {
 		s.st, s.hasST = u.Time, true
 	}

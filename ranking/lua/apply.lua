@@ -11,9 +11,12 @@
 --            fast (1: plain sum without tie, keep_top or base: increments, no reads),
 --            nPeriods, nPeriods x (id, startMs, endMs)   (consecutive periods)
 --          nEvents, per event: msgid, nUpdates,
---            per update: group#, period#, member, value, timeMs, base ("" = none)
+--            per update: group#, period# (-1: late, judged by the caller from
+--            the stream time of the event's partition), member, value, timeMs,
+--            base ("" = none)
 -- Returns  per event a string of status digits, one per update:
---          0 applied, 1 duplicate, 2 late, 3 out of range.
+--          0 applied, 1 duplicate, 2 late, 3 out of range; a duplicate repeats
+--          the verdict of the first delivery as 4 (late) or 5 (out of range).
 --
 -- Numbers are passed to redis.call as Lua numbers: Redis converts them with
 -- %.17g, which is exact for the integers used here (below 2^53).
@@ -32,6 +35,8 @@ for gi = 1, nn() do
              metattl = nn(), epoch = nn(), fast = nn() == 1, periods = {}, recs = {}, touched = {},
              fd = {}, fabs = {}, fm = {}}
   g.tb = 2 ^ g.tbits
+  g.minttl = g.grace
+  if g.minttl < 1000 then g.minttl = 1000 end
   g.kb = prefix .. ':{' .. g.tag .. '}:'
   g.tk = g.kb .. 't:all'
   for i = 1, nn() do
@@ -97,8 +102,9 @@ end
 -- Fast-path sums are tentatively applied: their write may still find that
 -- the member would leave the range, and then judges them one by one.
 local function judge(g, pi, member, value, t, base, msgid)
+  if pi < 0 then return '2' end
   local p = g.periods[pi]
-  if g.window ~= 0 and g.st ~= nil and g.st >= p.e + g.grace then return '2' end
+  -- st: the latest event time applied to the stream, the origin of expiries
   if g.st == nil or t > g.st then g.st = t end
   if g.window == 2 and (g.head == nil or p.s > g.head) then g.head = p.s end
   if g.fast then
@@ -289,8 +295,11 @@ for gi, g in ipairs(G) do
       end
     end
     if g.ret > 0 and g.st ~= nil then
+      -- a key lives at least the grace (and 1 s) of wall time after its last
+      -- write, so that a partition behind the others in event time (a
+      -- catch-up, a replay) still finds the periods it may write to
       local ttl = p.e + g.ret - g.st
-      if ttl < 1000 then ttl = 1000 end
+      if ttl < g.minttl then ttl = g.minttl end
       call('PEXPIRE', key, ttl)
     end
   end
@@ -327,7 +336,9 @@ for e = 1, nev do
     local codes = {}
     for i = 1, evcodes[e].n do
       local c = string.sub(orig, i, i)
-      if c == '2' or c == '3' then codes[i] = c else codes[i] = '1' end
+      if c == '2' or c == '4' then codes[i] = '4'
+      elseif c == '3' or c == '5' then codes[i] = '5'
+      else codes[i] = '1' end
     end
     evcodes[e] = table.concat(codes)
   end

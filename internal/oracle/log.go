@@ -1,0 +1,121 @@
+package oracle
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/rankd/rankd/ranking"
+)
+
+// LogMessage is one message of the log, as Kafka stores it.
+type LogMessage struct {
+	Topic     string
+	Partition int
+	Offset    int64
+	Value     []byte
+	Headers   []ranking.Header
+	Time      time.Time // the message timestamp
+}
+
+// Where names a message of the log: "topic/partition/offset".
+func (m LogMessage) Where() string { return fmt.Sprintf("%s/%d/%d", m.Topic, m.Partition, m.Offset) }
+
+// LogResult is what FromLog makes of a log.
+type LogResult struct {
+	Oracle   *Oracle
+	Messages int // messages read
+	Applied  int // board updates applied
+	// Rejected maps every message that rejected an update as late or out
+	// of range (Where) to its reason: the first delivery's verdict, and a
+	// duplicate's repeated verdict.
+	Rejected map[string]string
+	// Invalid maps every message that did not decode or route to its
+	// reason.
+	Invalid map[string]string
+}
+
+// Log is what FromLog needs to decode and route messages: the schemas by
+// schema topic, TopicMap from Kafka topics to schema topics (a topic not in
+// it is its own schema topic), and the router.
+type Log struct {
+	Schemas  map[string]*ranking.Schema
+	TopicMap map[string]string
+	Router   *ranking.Router
+}
+
+// FromLog recomputes every board from the log, independently of the
+// consumer: messages are taken partition by partition (in topic, then
+// partition order) and in offset order within a partition, decoded, routed
+// and applied one message at a time. Each partition's stream time is
+// computed here: the greatest event time of the messages that decoded, at
+// lower offsets of the partition; every update of a message carries it, so
+// the oracle judges lateness per partition as the store must. Messages
+// that fail to decode or route are recorded in Invalid and skipped.
+//
+// The result equals any interleaving of the partitions as long as one
+// message ID never appears in two partitions with different verdicts (the
+// order across partitions decides which copy is first).
+func (l Log) FromLog(boards []*ranking.Board, log []LogMessage) LogResult {
+	msgs := slices.Clone(log)
+	slices.SortStableFunc(msgs, func(a, b LogMessage) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
+	})
+	res := LogResult{Oracle: New(boards), Messages: len(msgs), Rejected: map[string]string{}, Invalid: map[string]string{}}
+	type tp struct {
+		topic     string
+		partition int
+	}
+	stream := map[tp]time.Time{}
+	for _, m := range msgs {
+		topic := m.Topic
+		if t, ok := l.TopicMap[topic]; ok {
+			topic = t
+		}
+		schema := l.Schemas[topic]
+		if schema == nil {
+			res.Invalid[m.Where()] = ranking.ReasonNoRoute
+			continue
+		}
+		ev, err := schema.Decode(m.Topic, m.Partition, m.Offset, m.Value, m.Headers, m.Time)
+		if err != nil {
+			res.Invalid[m.Where()] = reason(err)
+			continue
+		}
+		k := tp{m.Topic, m.Partition}
+		st := stream[k]
+		if ev.Time.After(st) {
+			stream[k] = ev.Time
+		}
+		ev.Topic = topic
+		ups, err := l.Router.Route(ev)
+		if err != nil {
+			res.Invalid[m.Where()] = reason(err)
+			continue
+		}
+		for i := range ups {
+			ups[i].StreamTime = st
+		}
+		for _, s := range res.Oracle.Apply(ups) {
+			switch s {
+			case ranking.StatusApplied:
+				res.Applied++
+			case ranking.StatusLate:
+				res.Rejected[m.Where()] = ranking.ReasonLate
+			case ranking.StatusOutOfRange:
+				if res.Rejected[m.Where()] == "" {
+					res.Rejected[m.Where()] = ranking.ReasonOutOfRange
+				}
+			}
+		}
+	}
+	return res
+}
+
+func reason(err error) string {
+	if r := ranking.Reason(err); r != "" {
+		return r
+	}
+	return ranking.ReasonValidation
+}
