@@ -57,8 +57,8 @@ func TestStoreRollingHandCase(t *testing.T) {
 		{Board: "r3", Member: "b", Value: 3, Time: day(17, 2), MsgID: "2"},
 		{Board: "r3", Member: "a", Value: 2, Time: day(18, 1), MsgID: "3"},
 		{Board: "r3", Member: "c", Value: 1, Time: day(20, 1), MsgID: "4"},
-		{Board: "r3", Member: "c", Value: 1, Time: day(20, 1), MsgID: "4"}, // same event continues: counted
-		{Board: "r3", Member: "a", Value: 7, Time: day(17, 3), MsgID: "1"}, // duplicate (non-contiguous)
+		{Board: "r3", Member: "c", Value: 1, Time: day(20, 1), MsgID: "4"},                         // same event continues: counted
+		{Board: "r3", Member: "a", Value: 7, Time: day(17, 3), MsgID: "1"},                         // duplicate (non-contiguous)
 		{Board: "r3", Member: "a", Value: 9, Time: day(19, 1), MsgID: "5", StreamTime: day(20, 1)}, // late: its partition is at the 20th 01:00
 	}
 	res, err := s.Apply(ctx, ups)
