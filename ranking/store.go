@@ -49,6 +49,19 @@ type Store struct {
 	knownMu  sync.Mutex
 	known    map[string]bool // dims tags registered in Redis
 	rollWait time.Duration
+
+	// Generations (store_gen.go): prefix is the key prefix of generation
+	// gen; base is the configured prefix (gens, marks). A generation's
+	// store is a view of the root store, which follows the active
+	// generations.
+	base     string
+	gen      int
+	root     *Store // nil on the root
+	viewMu   sync.Mutex
+	views    map[int]*Store
+	genMu    sync.Mutex
+	genCache map[string]BoardGen
+	genAt    time.Time
 }
 
 // Option configures a Store.
@@ -161,6 +174,7 @@ func NewStore(rdb redis.UniversalClient, boards []*Board, opts ...Option) (*Stor
 	if err := ValidatePrefix(s.prefix); err != nil {
 		return nil, err
 	}
+	s.base, s.views = s.prefix, map[int]*Store{}
 	for _, b := range boards {
 		if _, dup := s.boards[b.Name]; dup {
 			return nil, fmt.Errorf("board %q declared twice", b.Name)

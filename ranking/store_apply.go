@@ -46,7 +46,19 @@ func (g *callGroup) period(t time.Time) Period {
 // marks are the stream times of the partitions the updates came from, as of
 // the offset after the batch (see Mark); they are written in the same
 // pipeline, so that they are in Redis before the caller commits offsets.
+//
+// The store NewStore returns writes every update into its board's active
+// key generation and, while a replay builds one, into that one too; a store
+// from Generation writes its generation only, and no marks.
 func (s *Store) Apply(ctx context.Context, ups []Update, marks ...Mark) (Result, error) {
+	if s.root != nil {
+		return s.apply(ctx, ups, nil)
+	}
+	return s.applyGens(ctx, ups, marks)
+}
+
+// apply applies ups to this store's generation and writes marks.
+func (s *Store) apply(ctx context.Context, ups []Update, marks []Mark) (Result, error) {
 	res := Result{Status: make([]Status, len(ups)), Repeated: make([]bool, len(ups))}
 	if len(ups) == 0 && len(marks) == 0 {
 		return res, nil

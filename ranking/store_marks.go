@@ -41,11 +41,11 @@ const marksKept = 1000
 // braces spread partitions over a cluster's slots. Marks belong to the log,
 // not to a key generation.
 func (s *Store) markKey(topic string, partition int) string {
-	return s.prefix + ":wm:{" + topic + "|" + strconv.Itoa(partition) + "}"
+	return s.base + ":wm:{" + topic + "|" + strconv.Itoa(partition) + "}"
 }
 
 // lastMarksKey is the hash of every partition's latest mark.
-func (s *Store) lastMarksKey() string { return s.prefix + ":wm:last" }
+func (s *Store) lastMarksKey() string { return s.base + ":wm:last" }
 
 // writeMarks queues the writes of marks on pipe.
 func (s *Store) writeMarks(ctx context.Context, pipe redis.Pipeliner, marks []Mark) []redis.Cmder {

@@ -169,6 +169,7 @@ type MemberInfo struct {
 
 // view is one resolved board+dims+period and its sorted set.
 type view struct {
+	s    *Store // of the board's active generation
 	st   *boardState
 	dims []string
 	p    Period
@@ -187,11 +188,17 @@ func (s *Store) open(ctx context.Context, board string, dims []string, period st
 	if err != nil {
 		return nil, err
 	}
-	key, err := s.zkey(ctx, st, Tag(board, dims), p)
+	// Parameters are checked before Redis is asked for the board's
+	// active generation.
+	gs, err := s.reader(ctx, board)
 	if err != nil {
 		return nil, err
 	}
-	return &view{st: st, dims: dims, p: p, key: key}, nil
+	key, err := gs.zkey(ctx, st, Tag(board, dims), p)
+	if err != nil {
+		return nil, err
+	}
+	return &view{st: st, dims: dims, p: p, key: key, s: gs}, nil
 }
 
 func (v *view) desc() bool      { return v.st.b.Order == Desc }
@@ -394,7 +401,7 @@ func (s *Store) Member(ctx context.Context, board string, dims []string, member,
 		return info, nil
 	}
 	pp := v.st.cal.Prev(v.p)
-	pkey, err := s.zkey(ctx, v.st, Tag(board, dims), pp)
+	pkey, err := v.s.zkey(ctx, v.st, Tag(board, dims), pp)
 	if err != nil {
 		return MemberInfo{}, err
 	}

@@ -25,7 +25,27 @@ var ErrRolloverBusy = errors.New("rollover in progress elsewhere")
 // It is idempotent and resumable, and safe to call from several processes:
 // a Redis lock with TTL (fenced by token inside every chunk) lets one do the
 // work; the others skip that board+dims. Non-rolling boards are a no-op.
+//
+// The store NewStore returns rolls the board's active generation and the
+// one a replay builds, if any.
 func (s *Store) Rollover(ctx context.Context, board string, at time.Time) error {
+	if s.root != nil {
+		return s.rollover(ctx, board, at)
+	}
+	g, err := s.cachedGen(ctx, board)
+	if err != nil {
+		return err
+	}
+	if err := s.view(g.Active).rollover(ctx, board, at); err != nil {
+		return err
+	}
+	if g.Building >= 0 {
+		return s.view(g.Building).rollover(ctx, board, at)
+	}
+	return nil
+}
+
+func (s *Store) rollover(ctx context.Context, board string, at time.Time) error {
 	st, err := s.board(board)
 	if err != nil {
 		return err

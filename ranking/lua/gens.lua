@@ -1,0 +1,84 @@
+-- gens.lua: the key generations of every board, and the replay lock.
+-- One hash, KEYS[1] = <prefix>:gens, with fields
+--   a:<board>  the generation readers and writers use (absent: 0)
+--   b:<board>  the generation a replay is building (absent: none)
+--   next       the last generation number handed out
+--   lock       "<token>|<expires ms>" of the replay that builds
+-- Generations being built count only while the lock is held: a replay that
+-- died stops the dual writes into its generation when its lock expires.
+--
+-- ARGV[1] = op:
+--   read                      -> flat list: board, active, building (-1: none)
+--   lock token ttlMs          -> 1 when the lock is (now) ours, else the holder's "token|expires"
+--   unlock token              -> 1 when released
+--   build token board...      -> the new generation; sets b:<board> for each
+--   switch token gen board... -> 1; a:<board> = gen, b:<board> removed, for each
+--                                board whose b: is gen (error when the lock is not ours)
+local key = KEYS[1]
+local op = ARGV[1]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local function holder()
+  local l = redis.call('HGET', key, 'lock')
+  if not l then return nil, 0 end
+  local sep = string.find(l, '|', 1, true)
+  local exp = tonumber(string.sub(l, sep + 1))
+  if exp <= now then return nil, 0 end
+  return string.sub(l, 1, sep - 1), exp
+end
+
+local function mine(token)
+  local h = holder()
+  if h ~= token then return redis.error_reply('REPLAYLOCK the replay lock is not held by this replay') end
+  return nil
+end
+
+if op == 'read' then
+  local h = holder()
+  local all = redis.call('HGETALL', key)
+  local act, bld, order = {}, {}, {}
+  for i = 1, #all, 2 do
+    local f, v = all[i], all[i + 1]
+    local kind, board = string.sub(f, 1, 2), string.sub(f, 3)
+    if kind == 'a:' or kind == 'b:' then
+      if act[board] == nil and bld[board] == nil then order[#order + 1] = board end
+      if kind == 'a:' then act[board] = v else bld[board] = v end
+    end
+  end
+  local out = {}
+  for _, board in ipairs(order) do
+    local b = bld[board]
+    if b == nil or h == nil then b = '-1' end
+    out[#out + 1] = board
+    out[#out + 1] = act[board] or '0'
+    out[#out + 1] = b
+  end
+  return out
+elseif op == 'lock' then
+  local token, ttl = ARGV[2], tonumber(ARGV[3])
+  local h = holder()
+  if h ~= nil and h ~= token then return redis.call('HGET', key, 'lock') end
+  redis.call('HSET', key, 'lock', token .. '|' .. string.format('%d', now + ttl))
+  return 1
+elseif op == 'unlock' then
+  if holder() == ARGV[2] then redis.call('HDEL', key, 'lock'); return 1 end
+  return 0
+elseif op == 'build' then
+  local e = mine(ARGV[2]); if e then return e end
+  local g = redis.call('HINCRBY', key, 'next', 1)
+  for i = 3, #ARGV do redis.call('HSET', key, 'b:' .. ARGV[i], g) end
+  return g
+elseif op == 'switch' then
+  local e = mine(ARGV[2]); if e then return e end
+  local g = ARGV[3]
+  for i = 4, #ARGV do
+    local b = ARGV[i]
+    if redis.call('HGET', key, 'b:' .. b) == g then
+      redis.call('HSET', key, 'a:' .. b, g)
+      redis.call('HDEL', key, 'b:' .. b)
+    end
+  end
+  return 1
+end
+return redis.error_reply('gens.lua: unknown op ' .. tostring(op))

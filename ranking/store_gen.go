@@ -1,0 +1,388 @@
+package ranking
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Key generations.
+//
+// Every board's keys live in a generation: generation 0 under the store's
+// prefix, generation g > 0 under "<prefix>:g<g>". A hash, <prefix>:gens,
+// holds per board the active generation (the one every reader and writer
+// uses) and, while a replay rebuilds the board, the generation it builds.
+// While a board has a generation being built, Store.Apply writes every
+// update into both (statuses come from the active one; each generation has
+// its own dedupe keys), so the rebuilt generation misses nothing that live
+// traffic applied; the replay switches the board to it with one atomic
+// change of the hash, then deletes the old generation.
+//
+// A generation being built counts only while the replay that builds it
+// holds the replay lock (a field of the same hash with an expiry): a replay
+// that died stops the dual writes within the lock's TTL, and its partial
+// generation is deleted by the next replay.
+
+var gensScript = mustScript("gens.lua")
+
+// BoardGen is a board's generations: the active one and the one being built
+// (-1: none).
+type BoardGen struct {
+	Active, Building int
+}
+
+// ErrReplayLock is returned when the replay lock is held by another replay,
+// or was lost.
+var ErrReplayLock = errors.New("replay lock")
+
+// genRefresh is how long readers (the API, rollover) reuse the generations
+// they read; writers read them with every Apply.
+const genRefresh = time.Second
+
+func (s *Store) gensKey() string { return s.base + ":gens" }
+
+// genPrefix returns the key prefix of generation g.
+func genPrefix(base string, g int) string {
+	if g == 0 {
+		return base
+	}
+	return base + ":g" + strconv.Itoa(g)
+}
+
+// Generations reads every board's generations from Redis (boards never
+// replayed are absent: active 0, none building).
+func (s *Store) Generations(ctx context.Context) (map[string]BoardGen, error) {
+	out, err := s.gens(ctx, "read")
+	if err != nil {
+		return nil, fmt.Errorf("reading generations: %w", err)
+	}
+	flat, _ := out.([]any)
+	gs := make(map[string]BoardGen, len(flat)/3)
+	for i := 0; i+2 < len(flat); i += 3 {
+		b, _ := flat[i].(string)
+		a, _ := strconv.Atoi(fmt.Sprint(flat[i+1]))
+		bl, _ := strconv.Atoi(fmt.Sprint(flat[i+2]))
+		gs[b] = BoardGen{Active: a, Building: bl}
+	}
+	s.genMu.Lock()
+	s.genCache, s.genAt = gs, time.Now()
+	s.genMu.Unlock()
+	return gs, nil
+}
+
+func (s *Store) gens(ctx context.Context, args ...any) (any, error) {
+	keys := []string{s.gensKey()}
+	v, err := gensScript.EvalSha(ctx, s.rdb, keys, args...).Result()
+	if isNoScript(err) {
+		v, err = gensScript.Eval(ctx, s.rdb, keys, args...).Result()
+	}
+	return v, err
+}
+
+// cachedGen returns board's generations as read at most genRefresh ago.
+func (s *Store) cachedGen(ctx context.Context, board string) (BoardGen, error) {
+	s.genMu.Lock()
+	gs, at := s.genCache, s.genAt
+	s.genMu.Unlock()
+	if gs == nil || time.Since(at) > genRefresh {
+		var err error
+		if gs, err = s.Generations(ctx); err != nil {
+			return BoardGen{}, err
+		}
+	}
+	if g, ok := gs[board]; ok {
+		return g, nil
+	}
+	return BoardGen{Building: -1}, nil
+}
+
+// reader returns the store of board's active generation.
+func (s *Store) reader(ctx context.Context, board string) (*Store, error) {
+	if s.root != nil {
+		return s, nil
+	}
+	g, err := s.cachedGen(ctx, board)
+	if err != nil {
+		return nil, err
+	}
+	return s.view(g.Active), nil
+}
+
+// view returns the store of generation g (the root itself for 0).
+func (s *Store) view(g int) *Store {
+	if s.root != nil {
+		s = s.root
+	}
+	if g == 0 {
+		return s
+	}
+	s.viewMu.Lock()
+	defer s.viewMu.Unlock()
+	if v := s.views[g]; v != nil {
+		return v
+	}
+	v := &Store{
+		rdb: s.rdb, cluster: s.cluster, boards: s.boards, order: s.order, base: s.base,
+		prefix: genPrefix(s.base, g), gen: g, root: s, ttl: s.ttl, now: s.now, log: s.log,
+		maxCall: s.maxCall, chunk: s.chunk, lockTTL: s.lockTTL, known: map[string]bool{}, rollWait: s.rollWait,
+	}
+	s.views[g] = v
+	return v
+}
+
+// Generation returns a store that reads and writes generation g only, for a
+// replay that builds it: its Apply writes no stream time marks (the replay
+// computes stream times from the partitions' start).
+func (s *Store) Generation(g int) *Store { return s.view(g) }
+
+// Gen returns the generation a store from Generation writes (0 for the
+// store NewStore returns, which follows the active generations).
+func (s *Store) Gen() int { return s.gen }
+
+// applyGens is Apply on the root store: every update goes to its board's
+// active generation, and also to the generation being built if there is
+// one. Statuses are the active generation's.
+func (s *Store) applyGens(ctx context.Context, ups []Update, marks []Mark) (Result, error) {
+	gs, err := s.Generations(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	if len(gs) == 0 {
+		return s.apply(ctx, ups, marks)
+	}
+	res := Result{Status: make([]Status, len(ups)), Repeated: make([]bool, len(ups))}
+	active, building := map[int][]int{}, map[int][]int{}
+	var order, border []int
+	for i := range ups {
+		g, ok := gs[ups[i].Board]
+		if !ok {
+			g = BoardGen{Building: -1}
+		}
+		if _, seen := active[g.Active]; !seen {
+			order = append(order, g.Active)
+		}
+		active[g.Active] = append(active[g.Active], i)
+		if g.Building >= 0 {
+			if _, seen := building[g.Building]; !seen {
+				border = append(border, g.Building)
+			}
+			building[g.Building] = append(building[g.Building], i)
+		}
+	}
+	if len(order) == 0 {
+		return s.apply(ctx, nil, marks)
+	}
+	for n, g := range order {
+		idx := active[g]
+		m := marks
+		if n > 0 {
+			m = nil
+		}
+		r, err := s.view(g).apply(ctx, pick(ups, idx), m)
+		if err != nil {
+			return res, err
+		}
+		for k, i := range idx {
+			res.Status[i], res.Repeated[i] = r.Status[k], r.Repeated[k]
+		}
+	}
+	for _, g := range border {
+		if _, err := s.view(g).apply(ctx, pick(ups, building[g]), nil); err != nil {
+			return res, fmt.Errorf("generation %d being built: %w", g, err)
+		}
+	}
+	return res, nil
+}
+
+func pick(ups []Update, idx []int) []Update {
+	out := make([]Update, len(idx))
+	for k, i := range idx {
+		out[k] = ups[i]
+	}
+	return out
+}
+
+// LockReplay takes or renews the replay lock for token, for ttl. It
+// returns an ErrReplayLock error naming the holder when another replay
+// holds it.
+func (s *Store) LockReplay(ctx context.Context, token string, ttl time.Duration) error {
+	v, err := s.gens(ctx, "lock", token, ttl.Milliseconds())
+	if err != nil {
+		return fmt.Errorf("taking the replay lock: %w", err)
+	}
+	if n, ok := v.(int64); ok && n == 1 {
+		return nil
+	}
+	holder, _ := v.(string)
+	tok, exp, _ := strings.Cut(holder, "|")
+	ms, _ := strconv.ParseInt(exp, 10, 64)
+	return fmt.Errorf("%w: another replay (token %s) holds it until %s", ErrReplayLock, tok,
+		time.UnixMilli(ms).UTC().Format(time.RFC3339))
+}
+
+// UnlockReplay releases the replay lock if token holds it.
+func (s *Store) UnlockReplay(ctx context.Context, token string) error {
+	_, err := s.gens(ctx, "unlock", token)
+	return err
+}
+
+// BeginBuild hands out a new generation and marks it as being built for
+// boards; from the next Apply on, live writes go to it too. The replay lock
+// must be held by token.
+func (s *Store) BeginBuild(ctx context.Context, token string, boards []string) (int, error) {
+	if err := s.knownBoards(boards); err != nil {
+		return 0, err
+	}
+	args := []any{"build", token}
+	for _, b := range boards {
+		args = append(args, b)
+	}
+	v, err := s.gens(ctx, args...)
+	if err != nil {
+		return 0, lockErr("starting a generation", err)
+	}
+	g, _ := v.(int64)
+	s.Generations(ctx) //nolint:errcheck // refreshes the cache only
+	return int(g), nil
+}
+
+// Switch makes generation g active for boards (those still building g),
+// in one atomic change. The replay lock must be held by token.
+func (s *Store) Switch(ctx context.Context, token string, g int, boards []string) error {
+	args := []any{"switch", token, strconv.Itoa(g)}
+	for _, b := range boards {
+		args = append(args, b)
+	}
+	if _, err := s.gens(ctx, args...); err != nil {
+		return lockErr("switching generations", err)
+	}
+	_, err := s.Generations(ctx)
+	return err
+}
+
+func lockErr(what string, err error) error {
+	if redis.HasErrorPrefix(err, "REPLAYLOCK") {
+		return fmt.Errorf("%s: %w: %v", what, ErrReplayLock, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func (s *Store) knownBoards(boards []string) error {
+	for _, b := range boards {
+		if _, err := s.board(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DropGeneration deletes every key of boards in generation g (their sorted
+// sets, hashes, meta and dims registry; dedupe keys are shared by the
+// generation's boards and expire on their own). It scans and UNLINKs in
+// chunks of chunk keys, so no call blocks Redis for long (UNLINK frees large
+// values in the background). It returns the number of keys deleted.
+func (s *Store) DropGeneration(ctx context.Context, g int, boards []string, chunk int) (int, error) {
+	if chunk <= 0 {
+		chunk = 200
+	}
+	v := s.view(g)
+	deleted := 0
+	for _, name := range boards {
+		st, err := s.board(name)
+		if err != nil {
+			return deleted, err
+		}
+		pattern := globEscape(v.prefix) + ":{" + globEscape(Tag(name, nil))
+		if len(st.b.Dims) > 0 {
+			pattern += "|*"
+		} else {
+			pattern += "}:*"
+		}
+		n, err := v.unlinkMatching(ctx, pattern, chunk)
+		deleted += n
+		if err != nil {
+			return deleted, err
+		}
+		n, err = v.unlinkKeys(ctx, []string{v.dimsKey(name)})
+		deleted += n
+		if err != nil {
+			return deleted, err
+		}
+	}
+	return deleted, nil
+}
+
+func (s *Store) unlinkMatching(ctx context.Context, pattern string, chunk int) (int, error) {
+	scan := func(ctx context.Context, c redis.Cmdable) (int, error) {
+		deleted := 0
+		var cursor uint64
+		for {
+			keys, next, err := c.Scan(ctx, cursor, pattern, int64(chunk)).Result()
+			if err != nil {
+				return deleted, err
+			}
+			n, err := s.unlinkKeys(ctx, keys)
+			deleted += n
+			if err != nil {
+				return deleted, err
+			}
+			if cursor = next; cursor == 0 {
+				return deleted, nil
+			}
+		}
+	}
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		var total int
+		var mu = make(chan struct{}, 1)
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			n, err := scan(ctx, c)
+			mu <- struct{}{}
+			total += n
+			<-mu
+			return err
+		})
+		return total, err
+	}
+	return scan(ctx, s.rdb)
+}
+
+// unlinkKeys unlinks keys one command each (keys of a cluster live in
+// different slots), in one pipeline.
+func (s *Store) unlinkKeys(ctx context.Context, keys []string) (int, error) {
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.Unlink(ctx, k)
+	}
+	_, _ = pipe.Exec(ctx)
+	n := 0
+	for _, c := range cmds {
+		d, err := c.Result()
+		if err != nil {
+			return n, fmt.Errorf("deleting keys: %w", err)
+		}
+		n += int(d)
+	}
+	return n, nil
+}
+
+// globEscape escapes the glob metacharacters of SCAN MATCH.
+func globEscape(s string) string {
+	var sb strings.Builder
+	for _, c := range []byte(s) {
+		switch c {
+		case '*', '?', '[', ']', '\\':
+			sb.WriteByte('\\')
+		}
+		sb.WriteByte(c)
+	}
+	return sb.String()
+}
