@@ -16,6 +16,7 @@ type options struct {
 	log    *slog.Logger
 	now    func() time.Time
 	topics map[string]string
+	boards map[string]bool
 }
 
 func newOptions(opts []Option) options {
@@ -60,4 +61,16 @@ func WithClock(now func() time.Time) Option {
 // constructors ignore it.
 func WithTopicMap(m map[string]string) Option {
 	return func(o *options) { o.topics = m }
+}
+
+// WithBoards makes NewRankingSink apply the updates of these boards only
+// (a replay that rebuilds some boards); the others are dropped after
+// routing. Other constructors ignore it.
+func WithBoards(boards []string) Option {
+	return func(o *options) {
+		o.boards = map[string]bool{}
+		for _, b := range boards {
+			o.boards[b] = true
+		}
+	}
 }

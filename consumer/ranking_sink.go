@@ -36,9 +36,11 @@ type RankingSink struct {
 	schemas map[string]*ranking.Schema
 	topics  map[string]string
 	router  *ranking.Router
-	store   *ranking.Store
+	store   Store
 	m       *metrics
 	now     func() time.Time
+
+	only   map[string]bool // nil: every board
 
 	mu     sync.Mutex
 	stream map[partitionKey]streamPos // stream time after the last applied batch
@@ -59,7 +61,7 @@ type streamPos struct {
 // NewRankingSink returns a RankingSink. schemas are keyed by topic name
 // (config.Config.Schemas); WithTopicMap maps Kafka topics named otherwise.
 // Options: WithRegisterer, WithClock, WithTopicMap.
-func NewRankingSink(schemas map[string]*ranking.Schema, router *ranking.Router, store *ranking.Store, opts ...Option) (*RankingSink, error) {
+func NewRankingSink(schemas map[string]*ranking.Schema, router *ranking.Router, store Store, opts ...Option) (*RankingSink, error) {
 	if router == nil || store == nil {
 		return nil, fmt.Errorf("consumer: ranking sink needs a router and a store")
 	}
@@ -69,7 +71,14 @@ func NewRankingSink(schemas map[string]*ranking.Schema, router *ranking.Router, 
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
 	return &RankingSink{schemas: schemas, topics: o.topics, router: router, store: store, m: m, now: o.now,
-		stream: map[partitionKey]streamPos{}}, nil
+		only: o.boards, stream: map[partitionKey]streamPos{}}, nil
+}
+
+// Store is what RankingSink needs of a *ranking.Store (see its Apply and
+// StreamTimes for the contracts).
+type Store interface {
+	Apply(ctx context.Context, ups []ranking.Update, marks ...ranking.Mark) (ranking.Result, error)
+	StreamTimes(ctx context.Context, at []ranking.Mark) ([]time.Time, error)
 }
 
 // msgPlan is what decoding and routing made of one message.
@@ -157,6 +166,15 @@ func (s *RankingSink) plan(msgs []kafka.Message, start map[partitionKey]streamPo
 			mp.reason, mp.err = reasonOf(err), err
 			continue
 		}
+		if s.only != nil {
+			kept := ups[:mp.lo]
+			for _, u := range ups[mp.lo:] {
+				if s.only[u.Board] {
+					kept = append(kept, u)
+				}
+			}
+			ups = kept
+		}
 		for k := mp.lo; k < len(ups); k++ {
 			ups[k].StreamTime = streamTime
 		}
@@ -206,6 +224,24 @@ func (s *RankingSink) streamStart(ctx context.Context, msgs []kafka.Message) (ma
 		start[partitionKey{m.Topic, m.Partition}] = streamPos{next: m.Offset, time: times[i]}
 	}
 	return start, nil
+}
+
+// Observe advances the stream times of the partitions of msgs past them
+// without applying anything: a replay that starts after the beginning of
+// the log reads the messages before its start this way, so that its
+// verdicts equal those of a replay from the beginning.
+func (s *RankingSink) Observe(ctx context.Context, msgs []kafka.Message) error {
+	start, err := s.streamStart(ctx, msgs)
+	if err != nil {
+		return fmt.Errorf("reading stream times: %w", err)
+	}
+	p := s.plan(msgs, start)
+	s.mu.Lock()
+	for _, m := range p.marks {
+		s.stream[partitionKey{m.Topic, m.Partition}] = streamPos{next: m.Offset, time: m.Time}
+	}
+	s.mu.Unlock()
+	return nil
 }
 
 // reasonOf returns the dead-letter reason of a decode or route error.

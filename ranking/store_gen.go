@@ -233,10 +233,11 @@ func (s *Store) UnlockReplay(ctx context.Context, token string) error {
 
 // BeginBuild hands out a new generation and marks it as being built for
 // boards; from the next Apply on, live writes go to it too. The replay lock
-// must be held by token.
-func (s *Store) BeginBuild(ctx context.Context, token string, boards []string) (int, error) {
+// must be held by token. stale maps each board whose previous build never
+// switched (a replay that died) to that generation, for the caller to drop.
+func (s *Store) BeginBuild(ctx context.Context, token string, boards []string) (g int, stale map[string]int, err error) {
 	if err := s.knownBoards(boards); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	args := []any{"build", token}
 	for _, b := range boards {
@@ -244,11 +245,32 @@ func (s *Store) BeginBuild(ctx context.Context, token string, boards []string) (
 	}
 	v, err := s.gens(ctx, args...)
 	if err != nil {
-		return 0, lockErr("starting a generation", err)
+		return 0, nil, lockErr("starting a generation", err)
 	}
-	g, _ := v.(int64)
-	s.Generations(ctx) //nolint:errcheck // refreshes the cache only
-	return int(g), nil
+	out, _ := v.([]any)
+	if len(out) == 0 {
+		return 0, nil, fmt.Errorf("starting a generation: unexpected reply %v", v)
+	}
+	n, _ := out[0].(int64)
+	stale = map[string]int{}
+	for i := 1; i+1 < len(out); i += 2 {
+		b, _ := out[i].(string)
+		old, _ := strconv.Atoi(fmt.Sprint(out[i+1]))
+		if old >= 0 {
+			stale[b] = old
+		}
+	}
+	_, _ = s.Generations(ctx) // refreshes the cache only
+	return int(n), stale, nil
+}
+
+// DimsCount returns how many dims values a board has seen in this store's
+// generation (1 for a board without dims that has data).
+func (s *Store) DimsCount(ctx context.Context, board string) (int64, error) {
+	if _, err := s.board(board); err != nil {
+		return 0, err
+	}
+	return s.rdb.SCard(ctx, s.dimsKey(board)).Result()
 }
 
 // Switch makes generation g active for boards (those still building g),

@@ -63,8 +63,8 @@ func TestGenerations(t *testing.T) {
 	if err := s.LockReplay(ctx, "other", time.Minute); !errors.Is(err, ranking.ErrReplayLock) {
 		t.Fatalf("second replay lock: %v, want ErrReplayLock", err)
 	}
-	g, err := s.BeginBuild(ctx, "tok", []string{"a"})
-	if err != nil || g != 1 {
+	g, stale, err := s.BeginBuild(ctx, "tok", []string{"a"})
+	if err != nil || g != 1 || len(stale) != 0 {
 		t.Fatalf("BeginBuild = %d, %v; want 1", g, err)
 	}
 	apply(s, ev("3", "x", 10)) // live: gen 0 and, for board a, gen 1
@@ -127,7 +127,7 @@ func TestGenerations(t *testing.T) {
 	if err := s.LockReplay(ctx, "tok2", 300*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	g2, err := s.BeginBuild(ctx, "tok2", []string{"b"})
+	g2, _, err := s.BeginBuild(ctx, "tok2", []string{"b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,5 +137,13 @@ func TestGenerations(t *testing.T) {
 	time.Sleep(400 * time.Millisecond)
 	if gs, _ := s.Generations(ctx); gs["b"].Building != -1 {
 		t.Fatalf("building after the lock expired = %v, want none", gs["b"])
+	}
+	// The next replay learns of the dead build, to drop it.
+	if err := s.LockReplay(ctx, "tok3", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	g3, stale, err := s.BeginBuild(ctx, "tok3", []string{"b"})
+	if err != nil || g3 != g2+1 || stale["b"] != g2 {
+		t.Fatalf("BeginBuild after a dead build = %d, %v, %v; want %d, stale b=%d", g3, stale, err, g2+1, g2)
 	}
 }

@@ -159,8 +159,11 @@ func (s *Store) LastMarks(ctx context.Context) ([]PartitionMark, error) {
 	return out, nil
 }
 
-// late reports whether an update of period p with the given partition
-// stream time is late (total boards never are).
-func (st *boardState) late(p Period, streamTime time.Time) bool {
-	return st.b.Window != WindowTotal && !streamTime.IsZero() && !streamTime.Before(p.End.Add(st.b.Grace))
+func (st *boardState) late(p Period, streamTime time.Time) bool { return st.b.Late(p, streamTime) }
+
+// Late reports whether an update of period p whose partition had the given
+// stream time is late: streamTime >= p.End + Grace (total boards never
+// are; a zero stream time is before everything).
+func (b *Board) Late(p Period, streamTime time.Time) bool {
+	return b.Window != WindowTotal && !streamTime.IsZero() && !streamTime.Before(p.End.Add(b.Grace))
 }

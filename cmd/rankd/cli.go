@@ -39,7 +39,7 @@ func commands() []command {
 		{"rollover", "prefill the rolling boards now (operators, cron)", rolloverMain},
 		{"config", "config check FILE: print the resolved boards or the errors", configMain},
 		{"healthcheck", "GET a URL; exit 0 on a 2xx answer (for distroless images)", healthcheckMain},
-		{"replay", "rebuild boards from the topics (not implemented yet)", notImplemented("replay")},
+		{"replay", "rebuild boards from the topics into a new key generation, then switch to it", replayMain},
 		{"bench", "benchmarks (not implemented yet)", notImplemented("bench")},
 	}
 }

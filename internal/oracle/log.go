@@ -43,6 +43,10 @@ type Log struct {
 	Schemas  map[string]*ranking.Schema
 	TopicMap map[string]string
 	Router   *ranking.Router
+	// Apply, when set, selects the messages that are applied; the others
+	// (a replay's messages before its start) only advance their
+	// partition's stream time.
+	Apply func(LogMessage) bool
 }
 
 // FromLog recomputes every board from the log, independently of the
@@ -87,6 +91,9 @@ func (l Log) FromLog(boards []*ranking.Board, log []LogMessage) LogResult {
 		st := stream[k]
 		if ev.Time.After(st) {
 			stream[k] = ev.Time
+		}
+		if l.Apply != nil && !l.Apply(m) {
+			continue
 		}
 		ev.Topic = topic
 		ups, err := l.Router.Route(ev)

@@ -11,7 +11,8 @@
 --   read                      -> flat list: board, active, building (-1: none)
 --   lock token ttlMs          -> 1 when the lock is (now) ours, else the holder's "token|expires"
 --   unlock token              -> 1 when released
---   build token board...      -> the new generation; sets b:<board> for each
+--   build token board...      -> {new generation, board, previous b: (or -1), ...}; sets
+--                                b:<board> for each (the previous ones are left to the caller to drop)
 --   switch token gen board... -> 1; a:<board> = gen, b:<board> removed, for each
 --                                board whose b: is gen (error when the lock is not ours)
 local key = KEYS[1]
@@ -67,8 +68,14 @@ elseif op == 'unlock' then
 elseif op == 'build' then
   local e = mine(ARGV[2]); if e then return e end
   local g = redis.call('HINCRBY', key, 'next', 1)
-  for i = 3, #ARGV do redis.call('HSET', key, 'b:' .. ARGV[i], g) end
-  return g
+  local out = {g}
+  for i = 3, #ARGV do
+    local old = redis.call('HGET', key, 'b:' .. ARGV[i])
+    out[#out + 1] = ARGV[i]
+    out[#out + 1] = old or '-1'
+    redis.call('HSET', key, 'b:' .. ARGV[i], g)
+  end
+  return out
 elseif op == 'switch' then
   local e = mine(ARGV[2]); if e then return e end
   local g = ARGV[3]

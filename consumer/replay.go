@@ -1,0 +1,317 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"golang.org/x/sync/errgroup"
+)
+
+// ReplayConfig configures PlanReplay and Replay. Zero values take the
+// defaults.
+type ReplayConfig struct {
+	Brokers []string
+	Dialer  *kafka.Dialer // TLS / SASL; nil: plain TCP
+	Topics  []string      // Kafka topics to replay
+	// From starts the replay at the first message of each partition whose
+	// timestamp is at or after From (Kafka's offsets for time); zero: at
+	// the start of the log. Messages before it are still read, to compute
+	// the partitions' stream times, but not applied.
+	From time.Time
+	// To ends it before the first message whose timestamp is after To;
+	// zero: at the end of the log when PlanReplay runs.
+	To time.Time
+	// BatchCount is the most messages per Sink.Apply; default 5000.
+	BatchCount int
+	// Parallel is how many partitions are applied at once; default 4.
+	Parallel int
+	// MaxWait bounds a fetch's wait; default 250ms.
+	MaxWait time.Duration
+	// Progress, when set, is called after every batch with the messages
+	// read so far of the batch's topic (from From; skipped ones not
+	// counted). It must not block.
+	Progress func(topic string, done int64)
+}
+
+func (c ReplayConfig) withDefaults() ReplayConfig {
+	if c.BatchCount <= 0 {
+		c.BatchCount = 5000
+	}
+	if c.Parallel <= 0 {
+		c.Parallel = 4
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = 250 * time.Millisecond
+	}
+	return c
+}
+
+// PartitionRange is what a replay reads of one partition.
+type PartitionRange struct {
+	Topic     string
+	Partition int
+	First     int64 // first offset of the log: stream time starts here
+	From      int64 // first offset applied
+	End       int64 // offset after the last one replayed
+}
+
+// Total is the number of offsets applied.
+func (r PartitionRange) Total() int64 { return max(r.End-r.From, 0) }
+
+// PlanReplay reads, for every partition of cfg.Topics, the offsets a
+// replay covers: from the start of the log (or cfg.From) to its current end
+// (or cfg.To). Call it after the generation to build is marked as being
+// built: every message that live consumption applied without writing the
+// new generation is then below End.
+func PlanReplay(ctx context.Context, cfg ReplayConfig) ([]PartitionRange, error) {
+	cfg = cfg.withDefaults()
+	tr := transport(cfg.Dialer)
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 30 * time.Second, Transport: tr}
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: cfg.Topics})
+	if err != nil {
+		return nil, fmt.Errorf("reading topic metadata: %w", err)
+	}
+	var out []PartitionRange
+	for _, tm := range md.Topics {
+		if tm.Error != nil {
+			return nil, fmt.Errorf("topic %s: %w", tm.Name, tm.Error)
+		}
+		var ends []kafka.OffsetRequest
+		for _, p := range tm.Partitions {
+			ends = append(ends, kafka.FirstOffsetOf(p.ID), kafka.LastOffsetOf(p.ID))
+		}
+		offs, err := topicOffsets(ctx, client, tm.Name, ends)
+		if err != nil {
+			return nil, err
+		}
+		from, err := timeOffsets(ctx, client, tm.Name, tm.Partitions, cfg.From)
+		if err != nil {
+			return nil, err
+		}
+		to, err := timeOffsets(ctx, client, tm.Name, tm.Partitions, cfg.To)
+		if err != nil {
+			return nil, err
+		}
+		for _, po := range offs {
+			r := PartitionRange{Topic: tm.Name, Partition: po.Partition, First: po.FirstOffset, From: po.FirstOffset, End: po.LastOffset}
+			if o, ok := from[po.Partition]; ok {
+				r.From = min(max(o, r.First), r.End)
+			}
+			if o, ok := to[po.Partition]; ok {
+				r.End = min(max(o, r.From), r.End)
+			}
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b PartitionRange) int {
+		if a.Topic != b.Topic {
+			if a.Topic < b.Topic {
+				return -1
+			}
+			return 1
+		}
+		return a.Partition - b.Partition
+	})
+	return out, nil
+}
+
+func topicOffsets(ctx context.Context, client *kafka.Client, topic string, reqs []kafka.OffsetRequest) ([]kafka.PartitionOffsets, error) {
+	res, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
+	if err != nil {
+		return nil, fmt.Errorf("listing offsets of %s: %w", topic, err)
+	}
+	for _, po := range res.Topics[topic] {
+		if po.Error != nil {
+			return nil, fmt.Errorf("offsets of %s/%d: %w", topic, po.Partition, po.Error)
+		}
+	}
+	return res.Topics[topic], nil
+}
+
+// timeOffsets returns per partition the offset of the first message with a
+// timestamp at or after t (absent: none; the caller uses the end). A zero
+// t gives an empty map.
+func timeOffsets(ctx context.Context, client *kafka.Client, topic string, parts []kafka.Partition, t time.Time) (map[int]int64, error) {
+	out := map[int]int64{}
+	if t.IsZero() {
+		return out, nil
+	}
+	var reqs []kafka.OffsetRequest
+	for _, p := range parts {
+		reqs = append(reqs, kafka.TimeOffsetOf(p.ID, t))
+	}
+	offs, err := topicOffsets(ctx, client, topic, reqs)
+	if err != nil {
+		return nil, err
+	}
+	for _, po := range offs {
+		out[po.Partition] = 1<<63 - 1 // no message at or after t
+		for o := range po.Offsets {
+			if o >= 0 {
+				out[po.Partition] = o
+			}
+		}
+	}
+	return out, nil
+}
+
+// Replayer is the part of RankingSink a replay needs: Apply for the
+// messages it rebuilds from, Observe for those before the start, which
+// only advance their partitions' stream times.
+type Replayer interface {
+	Sink
+	Observe(ctx context.Context, msgs []kafka.Message) error
+}
+
+// ReplayStats is what Replay did.
+type ReplayStats struct {
+	Messages    int64            // messages applied (from From)
+	Observed    int64            // messages read before From (stream time only)
+	DeadLetters map[string]int64 // by reason (not written anywhere: live consumption wrote them)
+}
+
+// Replay reads every range with one reader per partition, in offset order,
+// and hands batches to sink: messages before From to Observe, the others
+// to Apply. At most cfg.Parallel partitions are applied at once. A
+// transient Apply error is retried with backoff until ctx ends; Replay
+// returns ctx's error then, or nil when every range is done. It writes no
+// dead letters and commits no offsets: a replay is a function of the
+// ranges.
+func Replay(ctx context.Context, cfg ReplayConfig, ranges []PartitionRange, sink Replayer) (ReplayStats, error) {
+	cfg = cfg.withDefaults()
+	var (
+		mu    sync.Mutex
+		stats = ReplayStats{DeadLetters: map[string]int64{}}
+		done  = map[string]*atomic.Int64{}
+	)
+	for _, r := range ranges {
+		if done[r.Topic] == nil {
+			done[r.Topic] = &atomic.Int64{}
+		}
+	}
+	sem := make(chan struct{}, cfg.Parallel)
+	g, gctx := errgroup.WithContext(ctx)
+	for _, r := range ranges {
+		if r.End <= r.First || r.End <= r.From {
+			continue
+		}
+		g.Go(func() error {
+			return replayPartition(gctx, cfg, r, sink, sem, func(applied, observed int64, dead []DeadLetter) {
+				mu.Lock()
+				stats.Messages += applied
+				stats.Observed += observed
+				for _, d := range dead {
+					stats.DeadLetters[d.Reason]++
+				}
+				mu.Unlock()
+				n := done[r.Topic].Add(applied)
+				if cfg.Progress != nil && applied > 0 {
+					cfg.Progress(r.Topic, n)
+				}
+			})
+		})
+	}
+	err := g.Wait()
+	return stats, err
+}
+
+func replayPartition(ctx context.Context, cfg ReplayConfig, r PartitionRange, sink Replayer, sem chan struct{},
+	report func(applied, observed int64, dead []DeadLetter)) error {
+	rd := kafka.NewReader(kafka.ReaderConfig{
+		Brokers: cfg.Brokers, Topic: r.Topic, Partition: r.Partition, Dialer: cfg.Dialer,
+		MaxWait: cfg.MaxWait, MaxBytes: 1 << 20, QueueCapacity: 1000, ReadBatchTimeout: 10 * time.Second,
+	})
+	defer rd.Close()
+	if err := rd.SetOffset(r.First); err != nil {
+		return fmt.Errorf("replaying %s/%d: %w", r.Topic, r.Partition, err)
+	}
+	next := r.First
+	batch := make([]kafka.Message, 0, cfg.BatchCount)
+	for next < r.End {
+		batch = batch[:0]
+		// A batch is all before From or all from it, and never past End.
+		observing := next < r.From
+		limit := r.End
+		if observing {
+			limit = r.From
+		}
+		for len(batch) < cfg.BatchCount && next < limit {
+			fctx, cancel := context.WithTimeout(ctx, cfg.MaxWait)
+			m, err := rd.FetchMessage(fctx)
+			cancel()
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if errors.Is(err, context.DeadlineExceeded) && len(batch) > 0 {
+					break // hand over what we have
+				}
+				if errors.Is(err, context.DeadlineExceeded) {
+					continue
+				}
+				return fmt.Errorf("replaying %s/%d: %w", r.Topic, r.Partition, err)
+			}
+			if m.Offset >= limit {
+				// Offsets are not dense (transaction markers): the message
+				// belongs to the next phase, or past the end.
+				if m.Offset >= r.End {
+					next = r.End
+					break
+				}
+				if err := rd.SetOffset(m.Offset); err != nil {
+					return err
+				}
+				next = m.Offset
+				break
+			}
+			batch = append(batch, m)
+			next = m.Offset + 1
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		err := applyReplayBatch(ctx, cfg, sink, batch, observing, report)
+		<-sem
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func applyReplayBatch(ctx context.Context, cfg ReplayConfig, sink Replayer, batch []kafka.Message, observing bool,
+	report func(applied, observed int64, dead []DeadLetter)) error {
+	for attempt := 1; ; attempt++ {
+		var err error
+		if observing {
+			if err = sink.Observe(ctx, batch); err == nil {
+				report(0, int64(len(batch)), nil)
+				return nil
+			}
+		} else {
+			var dead []DeadLetter
+			if dead, err = sink.Apply(ctx, batch); err == nil {
+				report(int64(len(batch)), 0, dead)
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !sleep(ctx, backoff(attempt, 50*time.Millisecond, 5*time.Second)) {
+			return ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,69 @@
+package consumer
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/rankd/rankd/ranking"
+)
+
+// DryRunStore stands in for the store in `rankd replay --dry-run`: it
+// judges updates as a replay from the start of the log would, without
+// Redis. Duplicates are found by message ID (kept in memory) and take their
+// first delivery's verdicts; lateness is judged from the updates' stream
+// times. It keeps no values, so it never reports out_of_range (that needs
+// the boards' contents). Every update of a non-duplicate event that is not
+// late counts as applied.
+type DryRunStore struct {
+	mu     sync.Mutex
+	boards map[string]*ranking.Board
+	cals   map[string]ranking.Calendar
+	seen   map[string][]ranking.Status
+}
+
+// NewDryRunStore returns a DryRunStore for boards.
+func NewDryRunStore(boards []*ranking.Board) *DryRunStore {
+	d := &DryRunStore{boards: map[string]*ranking.Board{}, cals: map[string]ranking.Calendar{}, seen: map[string][]ranking.Status{}}
+	for _, b := range boards {
+		d.boards[b.Name], d.cals[b.Name] = b, b.Calendar()
+	}
+	return d
+}
+
+// Apply implements Store.
+func (d *DryRunStore) Apply(_ context.Context, ups []ranking.Update, _ ...ranking.Mark) (ranking.Result, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	res := ranking.Result{Status: make([]ranking.Status, len(ups)), Repeated: make([]bool, len(ups))}
+	for s := 0; s < len(ups); {
+		e := s + 1
+		for e < len(ups) && ups[e].MsgID == ups[s].MsgID {
+			e++
+		}
+		if first, ok := d.seen[ups[s].MsgID]; ok {
+			for k := s; k < e; k++ {
+				res.Status[k] = ranking.StatusDuplicate
+				if n := k - s; n < len(first) && first[n] == ranking.StatusLate {
+					res.Status[k], res.Repeated[k] = ranking.StatusLate, true
+				}
+			}
+		} else {
+			for k := s; k < e; k++ {
+				u := &ups[k]
+				if b := d.boards[u.Board]; b != nil && b.Late(d.cals[u.Board].At(u.Time), u.StreamTime) {
+					res.Status[k] = ranking.StatusLate
+				}
+			}
+			d.seen[ups[s].MsgID] = append([]ranking.Status(nil), res.Status[s:e]...)
+		}
+		s = e
+	}
+	return res, nil
+}
+
+// StreamTimes implements Store: a dry run reads every partition from its
+// start, so every stream time starts at zero.
+func (d *DryRunStore) StreamTimes(_ context.Context, at []ranking.Mark) ([]time.Time, error) {
+	return make([]time.Time, len(at)), nil
+}
