@@ -40,7 +40,7 @@ type RankingSink struct {
 	m       *metrics
 	now     func() time.Time
 
-	only   map[string]bool // nil: every board
+	only map[string]bool // nil: every board
 
 	mu     sync.Mutex
 	stream map[partitionKey]streamPos // stream time after the last applied batch
