@@ -68,7 +68,10 @@ func TestExitCodesAndHelp(t *testing.T) {
 		{"config check two files", []string{"config", "check", broken, broken}, 2, "", `one FILE at a time`},
 		{"healthcheck help", []string{"healthcheck", "--help"}, 0, "", `--url URL`},
 		{"healthcheck bad url", []string{"healthcheck", "--url", "http://127.0.0.1:1/readyz"}, 1, "", `connection refused`},
-		{"replay", []string{"replay"}, 2, "", `rankd replay: not implemented yet: tracked by its own issue`},
+		{"replay without a config", []string{"replay"}, 2, "", `rankd replay: no config file: give --config FILE or set RANKD_CONFIG`},
+		{"replay --to without --dry-run", []string{"replay", "--config", "../../config/example.yaml", "--to", "2026-11-01T00:00:00Z"}, 2, "", `--to 2026-11-01T00:00:00Z: only with --dry-run`},
+		{"replay unknown board", []string{"replay", "--config", "../../config/example.yaml", "--boards", "nope"}, 2, "", `--boards: no board "nope"`},
+		{"replay help", []string{"replay", "--help"}, 0, "", `(?s)--boards.*--from.*--to.*--dry-run.*--yes`},
 		{"bench", []string{"bench", "--anything"}, 2, "", `rankd bench: not implemented yet: tracked by its own issue`},
 	}
 	for _, tt := range tests {
