@@ -62,6 +62,13 @@ type Store struct {
 	genMu    sync.Mutex
 	genCache map[string]BoardGen
 	genAt    time.Time
+
+	// Finality (store_marks.go).
+	boardTopics map[string][]string
+	idle        time.Duration
+	markMu      sync.Mutex
+	markCache   []PartitionMark
+	markAt      time.Time
 }
 
 // Option configures a Store.
@@ -165,7 +172,7 @@ func NewStore(rdb redis.UniversalClient, boards []*Board, opts ...Option) (*Stor
 	s := &Store{
 		rdb: rdb, boards: map[string]*boardState{}, prefix: "rankd", ttl: 24 * time.Hour,
 		now: time.Now, log: slog.Default(), maxCall: 500, chunk: 250, lockTTL: 30 * time.Second,
-		known: map[string]bool{}, rollWait: 30 * time.Second,
+		known: map[string]bool{}, rollWait: 30 * time.Second, idle: DefaultIdleTimeout,
 	}
 	_, s.cluster = rdb.(*redis.ClusterClient)
 	for _, o := range opts {

@@ -3,6 +3,7 @@ package ranking
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -166,4 +167,96 @@ func (st *boardState) late(p Period, streamTime time.Time) bool { return st.b.La
 // are; a zero stream time is before everything).
 func (b *Board) Late(p Period, streamTime time.Time) bool {
 	return b.Window != WindowTotal && !streamTime.IsZero() && !streamTime.Before(p.End.Add(b.Grace))
+}
+
+// DefaultIdleTimeout is how long a partition may write no mark before it
+// stops holding boards open (see LowWatermark).
+const DefaultIdleTimeout = 5 * time.Minute
+
+// WithBoardTopics tells the store which Kafka topics feed each board, for
+// LowWatermark; a board without an entry is fed by every partition.
+func WithBoardTopics(m map[string][]string) Option { return func(s *Store) { s.boardTopics = m } }
+
+// WithIdleTimeout sets how long a partition may write no mark before it
+// stops holding boards open (default DefaultIdleTimeout). It affects
+// finality only, never a verdict.
+func WithIdleTimeout(d time.Duration) Option { return func(s *Store) { s.idle = d } }
+
+// LowWatermark returns the stream time up to which every partition feeding
+// board has progressed: the least stream time of their latest marks,
+// leaving out partitions that wrote no mark for the idle timeout (unless
+// all are idle). ok is false before any partition wrote a mark. Marks are
+// read at most once a second.
+func (s *Store) LowWatermark(ctx context.Context, board string) (low time.Time, ok bool, err error) {
+	if s.root != nil {
+		return s.root.LowWatermark(ctx, board)
+	}
+	s.markMu.Lock()
+	marks, at := s.markCache, s.markAt
+	s.markMu.Unlock()
+	if marks == nil || time.Since(at) > genRefresh {
+		if marks, err = s.LastMarks(ctx); err != nil {
+			return time.Time{}, false, err
+		}
+		s.markMu.Lock()
+		s.markCache, s.markAt = marks, time.Now()
+		s.markMu.Unlock()
+	}
+	topics, scoped := s.boardTopics[board]
+	now := s.now()
+	var lowAll, lowActive time.Time
+	var any, active bool
+	for _, m := range marks {
+		if scoped && !slices.Contains(topics, m.Topic) {
+			continue
+		}
+		if !any || m.Time.Before(lowAll) {
+			lowAll = m.Time
+		}
+		any = true
+		if now.Sub(m.Written) <= s.idle {
+			if !active || m.Time.Before(lowActive) {
+				lowActive = m.Time
+			}
+			active = true
+		}
+	}
+	switch {
+	case active:
+		return lowActive, true, nil
+	case any:
+		return lowAll, true, nil
+	}
+	return time.Time{}, false, nil
+}
+
+// Final reports whether period p of board is final: every partition
+// feeding the board (see LowWatermark) has passed p.End + Grace, so no
+// update can change it any more. Total boards are never final.
+func (s *Store) Final(ctx context.Context, board string, p Period) (bool, error) {
+	st, err := s.board(board)
+	if err != nil {
+		return false, err
+	}
+	low, ok, err := s.LowWatermark(ctx, board)
+	if err != nil || !ok {
+		return false, err
+	}
+	return st.b.Late(p, low), nil
+}
+
+// OldestOpen returns the oldest period of board that is not final (zero
+// Period when nothing is known yet, or for total boards).
+func (s *Store) OldestOpen(ctx context.Context, board string) (Period, error) {
+	st, err := s.board(board)
+	if err != nil || st.b.Window == WindowTotal {
+		return Period{}, err
+	}
+	low, ok, err := s.LowWatermark(ctx, board)
+	if err != nil || !ok {
+		return Period{}, err
+	}
+	// P is open while low < P.End + Grace, i.e. P.End > low - Grace: the
+	// period containing low - Grace is the first such.
+	return st.cal.At(low.Add(-st.b.Grace)), nil
 }

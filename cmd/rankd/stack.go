@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,9 +49,18 @@ func newRedis(cfg config.Redis) redis.UniversalClient {
 
 // newStore returns the store of cfg's boards on rdb.
 func newStore(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger) (*ranking.Store, error) {
+	feeds := map[string][]string{}
+	for _, r := range cfg.Routes {
+		for _, b := range r.Boards {
+			if !slices.Contains(feeds[b], r.Topic) {
+				feeds[b] = append(feeds[b], r.Topic)
+			}
+		}
+	}
 	return ranking.NewStore(rdb, cfg.Boards(),
 		ranking.WithPrefix(cfg.Redis.Prefix),
 		ranking.WithDedupeTTL(cfg.Redis.DedupeTTL),
+		ranking.WithBoardTopics(feeds),
 		ranking.WithLogger(log))
 }
 
@@ -179,6 +189,10 @@ func (s *stack) run(ctx context.Context, ln net.Listener) error {
 		defer work.Done()
 		return consumer.RunRollover(gctx, s.store, s.cfg.Boards(),
 			consumer.RolloverConfig{Lead: s.cfg.Rollover.Lead, Interval: s.cfg.Rollover.Interval},
+			consumer.WithRegisterer(s.reg), consumer.WithLogger(s.log))
+	})
+	g.Go(func() error {
+		return consumer.RunFinality(gctx, s.store, s.cfg.Boards(), 10*time.Second,
 			consumer.WithRegisterer(s.reg), consumer.WithLogger(s.log))
 	})
 	g.Go(func() error {

@@ -1,14 +1,15 @@
 package httpapi_test
 
 import (
+	"github.com/rankd/rankd/ranking"
 	"strconv"
 	"strings"
 	"testing"
 )
 
 const (
-	today     = `{"id":"20261121","start":"2026-11-21T00:00:00Z","end":"2026-11-22T00:00:00Z"}`
-	yesterday = `{"id":"20261120","start":"2026-11-20T00:00:00Z","end":"2026-11-21T00:00:00Z"}`
+	today     = `{"id":"20261121","start":"2026-11-21T00:00:00Z","end":"2026-11-22T00:00:00Z","final":false}`
+	yesterday = `{"id":"20261120","start":"2026-11-20T00:00:00Z","end":"2026-11-21T00:00:00Z","final":false}`
 	allTime   = `{"id":"all"}`
 )
 
@@ -88,7 +89,7 @@ func TestTop(t *testing.T) {
 		{"period id", "/v1/boards/day/top?period=20261120&limit=1", page(head("day", "{}", yesterday, "row", 3, true, false, ""), `[
 			{"rank":1,"member":"c","value":9,"raw":900,"tie_time":"2026-11-20T09:00:00Z"}]`)},
 		{"empty period", "/v1/boards/day/top?period=20261101&trend=1",
-			page(head("day", "{}", `{"id":"20261101","start":"2026-11-01T00:00:00Z","end":"2026-11-02T00:00:00Z"}`, "row", 0, true, false, ""), `[]`)},
+			page(head("day", "{}", `{"id":"20261101","start":"2026-11-01T00:00:00Z","end":"2026-11-02T00:00:00Z","final":false}`, "row", 0, true, false, ""), `[]`)},
 		{"dims, row ranks of ties", "/v1/boards/zone/top?dims=zone:3,room:7&trend=1", page(head("zone", zone, today, "row", 4, true, false, ""), `[
 			{"rank":1,"member":"y","value":30,"raw":30,"trend":"new"},
 			{"rank":2,"member":"x","value":30,"raw":30,"prev_rank":2,"trend":"same"},
@@ -238,5 +239,26 @@ func TestAround(t *testing.T) {
 			}
 			sameJSON(t, body, tt.want)
 		})
+	}
+}
+
+// TestFinal: a period is reported final once the partitions' stream times
+// have passed its end plus the grace.
+func TestFinal(t *testing.T) {
+	srv, store := fixture(t)
+	if _, err := store.Apply(t.Context(), nil, ranking.Mark{Topic: "gift", Partition: 0, Offset: 10, Time: at(21, 1, 0, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	_, raw, _ := get(t, srv.URL+"/v1/boards/day/top?period=previous")
+	body, _ := raw.(map[string]any)
+	p, _ := body["period"].(map[string]any)
+	if p["final"] != true {
+		t.Fatalf("previous period (ended 00:00, grace 1h, stream at 01:00): final = %v, want true", p["final"])
+	}
+	_, raw, _ = get(t, srv.URL+"/v1/boards/day/top")
+	body, _ = raw.(map[string]any)
+	p, _ = body["period"].(map[string]any)
+	if p["final"] != false {
+		t.Fatalf("current period: final = %v, want false", p["final"])
 	}
 }

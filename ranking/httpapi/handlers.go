@@ -133,7 +133,7 @@ func (s *server) handleAround(w http.ResponseWriter, r *http.Request) error {
 func (s *server) writePage(w http.ResponseWriter, r *http.Request, q *query, pg ranking.Page, member string) error {
 	rd := s.renderer(q.b, pg.Period)
 	out := pageJSON{
-		Board: q.b.Name, Dims: dimsObject(q.b, q.dims), Period: renderPeriod(q.b, pg.Period),
+		Board: q.b.Name, Dims: dimsObject(q.b, q.dims), Period: s.renderPeriod(r.Context(), q.b, pg.Period),
 		RankMode: q.mode.String(), Member: member, Count: pg.Count, Complete: pg.Complete,
 		RankApprox: pg.RankApprox, Entries: rd.entries(pg.Entries),
 	}
@@ -194,7 +194,7 @@ func (s *server) handleMember(w http.ResponseWriter, r *http.Request) error {
 	}
 	rd := s.renderer(q.b, info.Period)
 	out := memberJSON{
-		Board: q.b.Name, Dims: dimsObject(q.b, q.dims), Period: renderPeriod(q.b, info.Period), RankMode: q.mode.String(),
+		Board: q.b.Name, Dims: dimsObject(q.b, q.dims), Period: s.renderPeriod(r.Context(), q.b, info.Period), RankMode: q.mode.String(),
 		entryJSON:  rd.entry(info.Rank, member, info.Value, info.Tie),
 		RankApprox: info.RankApprox, Above: info.Above,
 		Gap: fixed(info.Gap, q.b.Decimals), GapRaw: info.Gap, Count: info.Count,

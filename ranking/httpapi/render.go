@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -12,17 +13,26 @@ import (
 
 // periodJSON is a period: its id and, except for total boards' "all", its
 // [start, end) in UTC.
+//
+// Final (not on total boards) is true once every partition feeding the
+// board has passed the period's end plus its grace: no event can change
+// the period any more.
 type periodJSON struct {
 	ID    string `json:"id"`
 	Start string `json:"start,omitempty"`
 	End   string `json:"end,omitempty"`
+	Final *bool  `json:"final,omitempty"`
 }
 
-func renderPeriod(b *ranking.Board, p ranking.Period) periodJSON {
+func (s *server) renderPeriod(ctx context.Context, b *ranking.Board, p ranking.Period) periodJSON {
 	if b.Window == ranking.WindowTotal {
 		return periodJSON{ID: p.ID}
 	}
-	return periodJSON{ID: p.ID, Start: p.Start.UTC().Format(time.RFC3339), End: p.End.UTC().Format(time.RFC3339)}
+	final, err := s.store.Final(ctx, b.Name, p)
+	if err != nil {
+		s.log.Warn("reading finality failed; reporting the period as not final", "board", b.Name, "period", p.ID, "err", err)
+	}
+	return periodJSON{ID: p.ID, Start: p.Start.UTC().Format(time.RFC3339), End: p.End.UTC().Format(time.RFC3339), Final: &final}
 }
 
 // entryJSON is one ranked member.
