@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -305,72 +306,85 @@ func (s *Store) knownBoards(boards []string) error {
 
 // DropGeneration deletes every key of boards in generation g (their sorted
 // sets, hashes, meta and dims registry; dedupe keys are shared by the
-// generation's boards and expire on their own). It scans and UNLINKs in
-// chunks of chunk keys, so no call blocks Redis for long (UNLINK frees large
-// values in the background). It returns the number of keys deleted.
+// generation's boards and expire on their own). It makes one SCAN pass over
+// the generation's board keys (on a cluster, over every master) and
+// UNLINKs in chunks of chunk keys, so no call blocks Redis for long (UNLINK
+// frees large values in the background). It returns the number of keys
+// deleted.
 func (s *Store) DropGeneration(ctx context.Context, g int, boards []string, chunk int) (int, error) {
 	if chunk <= 0 {
 		chunk = 200
 	}
-	v := s.view(g)
-	deleted := 0
-	for _, name := range boards {
-		st, err := s.board(name)
-		if err != nil {
-			return deleted, err
-		}
-		pattern := globEscape(v.prefix) + ":{" + globEscape(Tag(name, nil))
-		if len(st.b.Dims) > 0 {
-			pattern += "|*"
-		} else {
-			pattern += "}:*"
-		}
-		n, err := v.unlinkMatching(ctx, pattern, chunk)
-		deleted += n
-		if err != nil {
-			return deleted, err
-		}
-		n, err = v.unlinkKeys(ctx, []string{v.dimsKey(name)})
-		deleted += n
-		if err != nil {
-			return deleted, err
-		}
+	if err := s.knownBoards(boards); err != nil {
+		return 0, err
 	}
-	return deleted, nil
-}
-
-func (s *Store) unlinkMatching(ctx context.Context, pattern string, chunk int) (int, error) {
+	v := s.view(g)
+	drop := map[string]bool{}
+	var dims []string
+	for _, b := range boards {
+		drop[b] = true
+		dims = append(dims, v.dimsKey(b))
+	}
+	pattern := globEscape(v.prefix) + ":{*"
+	mine := func(key string) bool {
+		rest := key[len(v.prefix)+2:] // after "<prefix>:{"
+		end := strings.IndexByte(rest, '}')
+		if end < 0 {
+			return false
+		}
+		board, _, err := ParseTag(rest[:end])
+		return err == nil && drop[board]
+	}
 	scan := func(ctx context.Context, c redis.Cmdable) (int, error) {
 		deleted := 0
 		var cursor uint64
+		var batch []string
 		for {
-			keys, next, err := c.Scan(ctx, cursor, pattern, int64(chunk)).Result()
+			keys, next, err := c.Scan(ctx, cursor, pattern, 1000).Result()
 			if err != nil {
 				return deleted, err
 			}
-			n, err := s.unlinkKeys(ctx, keys)
-			deleted += n
-			if err != nil {
-				return deleted, err
+			for _, k := range keys {
+				if mine(k) {
+					batch = append(batch, k)
+				}
+			}
+			for len(batch) >= chunk || (next == 0 && len(batch) > 0) {
+				n := min(chunk, len(batch))
+				d, err := v.unlinkKeys(ctx, batch[:n])
+				deleted += d
+				if err != nil {
+					return deleted, err
+				}
+				batch = batch[n:]
 			}
 			if cursor = next; cursor == 0 {
 				return deleted, nil
 			}
 		}
 	}
+	var total int
 	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
-		var total int
-		var mu = make(chan struct{}, 1)
+		var mu sync.Mutex
 		err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
 			n, err := scan(ctx, c)
-			mu <- struct{}{}
+			mu.Lock()
 			total += n
-			<-mu
+			mu.Unlock()
 			return err
 		})
-		return total, err
+		if err != nil {
+			return total, err
+		}
+	} else {
+		n, err := scan(ctx, s.rdb)
+		total += n
+		if err != nil {
+			return total, err
+		}
 	}
-	return scan(ctx, s.rdb)
+	n, err := v.unlinkKeys(ctx, dims)
+	return total + n, err
 }
 
 // unlinkKeys unlinks keys one command each (keys of a cluster live in

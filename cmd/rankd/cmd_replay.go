@@ -195,6 +195,7 @@ type replayRun struct {
 	boards         []string
 	stdout, stderr io.Writer
 	reg            *prometheus.Registry
+	applyDur       time.Duration // of consumer.Replay
 }
 
 func (r *replayRun) run(ctx context.Context) error {
@@ -461,7 +462,9 @@ func (r *replayRun) replay(ctx context.Context, ranges []consumer.PartitionRange
 			}
 		})
 	}
+	began := time.Now()
 	stats, err := consumer.Replay(ctx, r.rc, ranges, sink)
+	r.applyDur = time.Since(began)
 	close(stopLog)
 	wg.Wait()
 	if p != nil {
@@ -479,10 +482,10 @@ func (r *replayRun) replay(ctx context.Context, ranges []consumer.PartitionRange
 
 func (r *replayRun) summary(st consumer.ReplayStats, d time.Duration, outcome string) {
 	applied, dups := r.counter("rankd_sink_updates_applied_total"), r.counter("rankd_sink_duplicates_total")
-	rate := float64(st.Messages) / d.Seconds()
-	fmt.Fprintf(r.stdout, "replay: %s\n", outcome)
-	fmt.Fprintf(r.stdout, "  messages %d (%.0f/s over %s; %d more read before --from for stream times)\n",
-		st.Messages, rate, d.Round(time.Millisecond), st.Observed)
+	rate := float64(st.Messages) / r.applyDur.Seconds()
+	fmt.Fprintf(r.stdout, "replay: %s in %s\n", outcome, d.Round(time.Millisecond))
+	fmt.Fprintf(r.stdout, "  messages %d (%.0f/s over the %s of reading and applying; %d more read before --from for stream times)\n",
+		st.Messages, rate, r.applyDur.Round(time.Millisecond), st.Observed)
 	fmt.Fprintf(r.stdout, "  board updates applied %d, duplicate messages %d\n", int64(applied), int64(dups))
 	var reasons []string
 	for reason := range st.DeadLetters {
