@@ -2,8 +2,19 @@
 // delivery to a Sink, dead letters, offset commits, backpressure, graceful
 // shutdown, and the loop's metrics and health. It knows nothing of boards;
 // RankingSink connects it to the ranking package (decode, route,
-// Store.Apply). RunRollover, the rolling boards' prefill timer, lives here
-// too because it runs beside the workers in `rankd run`.
+// Store.Apply). RunRollover, the rolling boards' prefill timer, and
+// RunFinality, the finality gauges, live here too because they run beside
+// the workers in `rankd run`. PlanReplay and Replay read partitions by
+// offset range for `rankd replay`.
+//
+// # Stream time
+//
+// RankingSink gives every update the stream time of its message's
+// partition (the greatest event time of the decodable messages at lower
+// offsets), from which the store judges lateness; it keeps each
+// partition's stream time in memory between batches and writes it to the
+// store as a mark with every applied batch, so that a worker taking a
+// partition over resumes with the stream time at the committed offset.
 //
 // # The loop
 //
@@ -29,7 +40,8 @@
 //     recognized by the store's message-ID dedupe.
 //   - A permanently failing message never stops its partition: it is
 //     written to the dead-letter topic, with headers reason, topic,
-//     partition, offset and error, and committed with the rest. The
+//     partition, offset and error (and boards, for late and out_of_range),
+//     and committed with the rest. The
 //     dead-letter topic is at least once (a retried write may repeat
 //     messages).
 //

@@ -422,7 +422,7 @@ func hasLabels(m *dto.Metric, kv []string) bool {
 	return true
 }
 
-// workload returns n example events (gift, like, comment JSON per DESIGN §2)
+// workload returns n example events (gift, like, comment JSON of the example config)
 // whose event times all lie within 4 minutes around the latest Shanghai
 // midnight that is safely in the past: every 30m, day and rolling board gets
 // two periods, and since the span is below the 5m grace no event can be

@@ -63,7 +63,7 @@ type Schema struct {
 }
 
 // DefaultSchemas returns new schemas of the gift, like and comment topics of
-// the design (§2), keyed by topic, with the default limits.
+// the example config, keyed by topic, with the default limits.
 func DefaultSchemas() map[string]*Schema {
 	str := func(names ...string) []Field {
 		fs := make([]Field, len(names))

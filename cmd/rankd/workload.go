@@ -9,7 +9,7 @@ import (
 )
 
 // The standard workload: the traffic of a live-streaming platform, as the
-// example config expects it (gift, like and comment JSON of DESIGN §2).
+// example config expects it (gift, like and comment JSON).
 //
 //   - topics: 70% like, 20% comment, 10% gift (renormalized over the
 //     topics asked for);
