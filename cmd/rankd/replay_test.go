@@ -30,7 +30,7 @@ import (
 // prefixes, with the documented default grace (5m):
 //
 //	(a) by `rankd run` with 1 worker, started on the whole backlog;
-//	(b) by `rankd run` with 4 workers and batches of 37, killed with SIGKILL
+//	(b) by `rankd run` with 4 workers and small random batches, killed with SIGKILL
 //	    twice mid-stream and started again;
 //	(d) by `rankd replay` into (a)'s prefix while (a) runs live and a
 //	    producer keeps sending; the replay is killed three times first.
@@ -108,7 +108,9 @@ func testReplay(t *testing.T, bin string) {
 		}
 		return s
 	}
-	a, b := mk("a", 1, 1000, ""), mk("b", 4, 37, "")
+	batchB := 17 + rng.IntN(200)
+	t.Logf("(b) batches of %d", batchB)
+	a, b := mk("a", 1, 1000, ""), mk("b", 4, batchB, "")
 	runArgs := func(s setup) []string {
 		return []string{"run", "--config", s.path, "--log-format", "text", "--log-level", "warn",
 			"--session-timeout", "1s", "--heartbeat-interval", "100ms", "--rebalance-timeout", "1s"}
