@@ -39,8 +39,9 @@ const (
 	AggMax
 	// AggMin keeps the smallest value.
 	AggMin
-	// AggLast keeps the value of the update with the latest event time
-	// (equal times: the larger message ID wins), whatever the arrival order.
+	// AggLast keeps the value of the update with the latest event time,
+	// compared in exact milliseconds (equal times: the larger message ID
+	// wins), whatever the arrival order and the tie unit.
 	AggLast
 )
 

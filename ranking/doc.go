@@ -34,8 +34,11 @@
 //     carries one, else 0) + delta; present -> value += delta. tie = max(tie, t).
 //     - max: absent, or v > value -> value = v, tie = t; v == value -> tie =
 //     min(tie, t). min: symmetric.
-//     - last: the update with the greatest (Time, MsgID) wins; tie = its Time.
-//     Times are compared after quantizing to the board's TieUnit.
+//     - last: the update with the greatest (Time, MsgID) wins: the latest
+//     event time, compared in exact milliseconds; only equal milliseconds
+//     fall back to the larger MsgID (bytewise). tie = the winner's Time. The
+//     TieUnit only rounds that tie time in the score, never which update
+//     wins.
 //  5. Rolling boards: S(k)[m] = sum of P(i)[m] for i in [k-N+1, k], present
 //     when m is present in any of them; its tie is the max of their ties.
 //  6. keep_top K: the sorted set holds the top K members of the full board

@@ -77,6 +77,7 @@ type period struct {
 type cell struct {
 	value int64
 	q     int64  // tie: quantized time, offset in TieUnit from the period's base
+	ms    int64  // last aggregate: exact Time (Unix ms) of the update that set value
 	msg   string // last aggregate: MsgID of the update that set value
 }
 
@@ -232,21 +233,21 @@ func (o *Oracle) apply(u *ranking.Update) ranking.Status {
 		}
 	}
 	if c == nil {
-		c = &cell{value: u.Value, q: q, msg: u.MsgID}
+		c = &cell{value: u.Value, q: q, ms: u.Time.UnixMilli(), msg: u.MsgID}
 		if b.Aggregate == ranking.AggSum {
 			c.value = sum
 		}
 		per.cells[u.Member] = c
 	} else {
-		c.update(b.Aggregate, sum, u.Value, q, u.MsgID)
+		c.update(b.Aggregate, sum, u.Value, q, u.Time.UnixMilli(), u.MsgID)
 	}
 	return ranking.StatusApplied
 }
 
 // update folds one more update into an existing cell: sum is the new value
 // of a sum board, v the candidate value of the others, q the update's
-// quantized time.
-func (c *cell) update(agg ranking.Aggregate, sum, v, q int64, msg string) {
+// quantized time, ms its exact time (Unix milliseconds).
+func (c *cell) update(agg ranking.Aggregate, sum, v, q, ms int64, msg string) {
 	switch agg {
 	case ranking.AggSum:
 		c.value = sum
@@ -263,10 +264,11 @@ func (c *cell) update(agg ranking.Aggregate, sum, v, q int64, msg string) {
 			c.q = min(c.q, q)
 		}
 	case ranking.AggLast:
-		// The greatest (quantized time, MsgID) wins; an equal key (the same
-		// event twice) keeps the first.
-		if q > c.q || (q == c.q && msg > c.msg) {
-			c.value, c.q, c.msg = v, q, msg
+		// The greatest (exact time in ms, MsgID) wins; an equal key (the
+		// same event twice) keeps the first. The tie unit only rounds the
+		// winner's tie time q.
+		if ms > c.ms || (ms == c.ms && msg > c.msg) {
+			c.value, c.q, c.ms, c.msg = v, q, ms, msg
 		}
 	}
 }

@@ -152,18 +152,20 @@ func TestAggregates(t *testing.T) {
 			want: []string{"y=8@3600000", "z=8@3600001", "x=8@10800000"},
 		},
 		{
-			name:  "last by time then msg id",
+			name:  "last by exact time then msg id",
 			board: ranking.Board{Aggregate: ranking.AggLast, Tiebreak: ranking.TieFirst, TieUnit: time.Minute},
 			ups: []ranking.Update{
 				up("b", "x", 1, at(2*h), "e5"),
-				up("b", "x", 2, at(h), "e6"),                   // older: ignored
-				up("b", "x", 3, at(2*h+30*time.Second), "e4"),  // same minute, smaller id: ignored
-				up("b", "x", 4, at(2*h+59*time.Second), "e50"), // same minute, larger id: wins
+				up("b", "x", 2, at(h), "e6"),                                       // older: ignored
+				up("b", "x", 3, at(2*h+59*time.Second+time.Millisecond), "e4"),     // same minute, later, smaller id: wins
+				up("b", "x", 4, at(2*h+59*time.Second), "e50"),                     // same minute, 1 ms earlier, larger id: ignored
+				up("b", "w", 6, at(2*h+59*time.Second+900*time.Millisecond), "e2"), // same second, later: wins
+				up("b", "w", 7, at(2*h+59*time.Second+100*time.Millisecond), "e3"),
 				up("b", "y", 4, at(3*h), "e10"),
-				up("b", "y", 5, at(3*h), "e9"), // "e9" > "e10" bytewise: wins
+				up("b", "y", 5, at(3*h), "e9"), // the same ms: "e9" > "e10" bytewise wins
 				up("b", "z", 5, at(4*h), "e1"),
 			},
-			want: []string{"y=5@180", "z=5@240", "x=4@120"},
+			want: []string{"w=6@120", "y=5@180", "z=5@240", "x=3@120"},
 		},
 	}
 	for _, tt := range tests {
@@ -482,7 +484,7 @@ func TestWorkload(t *testing.T) {
 // TestFold checks the oracle's incremental state against a direct fold of
 // the updates it applied: sum = base + deltas with the latest tie, max/min =
 // the best value with the earliest tie among its equals, last = the greatest
-// (quantized time, MsgID); rolling = sums over the window.
+// (exact time in ms, MsgID); rolling = sums over the window.
 func TestFold(t *testing.T) {
 	boards := Boards()
 	byName := map[string]*ranking.Board{}
@@ -552,7 +554,8 @@ func TestFold(t *testing.T) {
 		case ranking.AggLast:
 			best := us[0]
 			for _, x := range us[1:] {
-				if x.q > best.q || (x.q == best.q && x.u.MsgID > best.u.MsgID) {
+				xt, bt := x.u.Time.UnixMilli(), best.u.Time.UnixMilli()
+				if xt > bt || (xt == bt && x.u.MsgID > best.u.MsgID) {
 					best = x
 				}
 			}

@@ -85,10 +85,11 @@ local function rec(g, pi, member)
     local v, q = dec(g, tonumber(cur))
     r.v, r.q, r.exists = v, q + r.tbase, true
     if g.agg == 3 then
+      -- "<event time ms>|<msgid>" of the update that set the value
       local lt = call('HGET', r.zk .. ':lt', member)
       if lt then
         local sep = string.find(lt, '|', 1, true)
-        r.lq, r.lid = tonumber(string.sub(lt, 1, sep - 1)), string.sub(lt, sep + 1)
+        r.lt, r.lid = tonumber(string.sub(lt, 1, sep - 1)), string.sub(lt, sep + 1)
       end
     end
   end
@@ -141,10 +142,12 @@ local function judge(g, pi, member, value, t, base, msgid)
       local better = (agg == 1 and value > r.v) or (agg == 2 and value < r.v)
       if better then r.v, r.q = value, q
       elseif value == r.v and q < r.q then r.q = q end
-    elseif q > r.lq or (q == r.lq and msgid > r.lid) then -- last: greatest (q, msgid) wins
-      r.v, r.q, r.lq, r.lid = value, q, q, msgid
+    elseif t > r.lt or (t == r.lt and msgid > r.lid) then
+      -- last: the greatest (exact event time in ms, msgid) wins; the tie
+      -- unit only rounds the tie time kept in the score
+      r.v, r.q, r.lt, r.lid = value, q, t, msgid
     end
-    if not r.exists and agg == 3 then r.lq, r.lid = q, msgid end
+    if not r.exists and agg == 3 then r.lt, r.lid = t, msgid end
   end
   r.exists = true
   r.dirty = true
@@ -278,7 +281,7 @@ for gi, g in ipairs(G) do
         touch(g, r.zk, p)
         if g.keep > 0 then call('HSET', r.zk .. ':h', member, score); touch(g, r.zk .. ':h', p) end
         if g.agg == 3 then
-          call('HSET', r.zk .. ':lt', member, string.format('%.17g', r.lq) .. '|' .. r.lid)
+          call('HSET', r.zk .. ':lt', member, string.format('%.17g', r.lt) .. '|' .. r.lid)
           touch(g, r.zk .. ':lt', p)
         end
         if g.window == 2 then roll(g, pi, member, r.v - r.v0, r.q, false) end
