@@ -162,14 +162,7 @@ func boardDefaults() *ranking.Board {
 }
 
 // defaultRetention is how long past periods stay readable when the file
-// does not say: 2 periods (periodic), the window plus one period plus the
-// grace (rolling), forever (total, 0).
-func defaultRetention(b *ranking.Board) time.Duration {
-	switch b.Window {
-	case ranking.WindowPeriodic:
-		return 2 * b.Every.MaxLength()
-	case ranking.WindowRolling:
-		return time.Duration(b.Periods+1)*b.Every.MaxLength() + b.Grace
-	}
-	return 0
-}
+// does not say: 2 periods plus the grace (periodic), the window plus one
+// period plus the grace (rolling), forever (total, 0); see
+// ranking.Board.DefaultRetention, which the store uses too.
+func defaultRetention(b *ranking.Board) time.Duration { return b.DefaultRetention() }

@@ -32,7 +32,7 @@ func TestExample(t *testing.T) {
 		b7.Retention != 8*25*time.Hour+5*time.Minute || b7.Grace != 5*time.Minute {
 		t.Errorf("anchor_7d = %+v", b7)
 	}
-	if b := c.Board("anchor_hot_30m"); b.Retention != time.Hour || b.Tiebreak != ranking.TieFirst || b.Every.String() != "30m" {
+	if b := c.Board("anchor_hot_30m"); b.Retention != time.Hour+5*time.Minute || b.Tiebreak != ranking.TieFirst || b.Every.String() != "30m" {
 		t.Errorf("anchor_hot_30m = %+v", b)
 	}
 	if b := c.Board("hot_news"); !b.HasBase || b.KeepTop != 1000 || b.Retention != 0 || b.Location != time.UTC {
@@ -105,7 +105,7 @@ func TestBase(t *testing.T) {
 	if got := c.Kafka.Topics; !slices.Equal(got, []string{"gift"}) {
 		t.Errorf("default kafka.topics = %v", got)
 	}
-	if b := c.Board("b"); b.Window != ranking.WindowPeriodic || b.Retention != 50*time.Hour {
+	if b := c.Board("b"); b.Window != ranking.WindowPeriodic || b.Retention != 50*time.Hour+5*time.Minute {
 		t.Errorf("board = %+v", b)
 	}
 }
@@ -290,5 +290,46 @@ func TestParseDuration(t *testing.T) {
 		if _, err := parseDuration(s); err == nil {
 			t.Errorf("parseDuration(%q) succeeded", s)
 		}
+	}
+}
+
+// TestDefaultRetention checks the retention a board gets when the file gives
+// none: it always covers the grace (issue 12: a 30m board with grace 72h got
+// 1h, so its periods expired while they still accepted events), and it is
+// what the store uses (ranking.Board.DefaultRetention).
+func TestDefaultRetention(t *testing.T) {
+	for _, tt := range []struct {
+		name, old, new string
+		want           time.Duration
+	}{
+		{"30m, grace 72h: 2 periods + grace", "every: 1d", "every: 30m\n    grace: 72h", 73 * time.Hour},
+		{"1d, default grace", "every: 1d", "every: 1d", 50*time.Hour + 5*time.Minute},
+		{"1w, grace 2d", "every: 1d", "every: 1w\n    grace: 2d", 2*169*time.Hour + 48*time.Hour},
+		{"1mo, grace 0", "every: 1d", "every: 1mo\n    grace: 0s", 2 * 745 * time.Hour},
+		{"rolling 3 × 30m, grace 72h", "every: 1d", "every: 30m\n    window: rolling\n    periods: 3\n    grace: 72h", 2*time.Hour + 72*time.Hour},
+		{"total", "every: 1d", "window: total", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := LoadBytes("t.yaml", []byte(strings.Replace(base, tt.old, tt.new, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := c.Board("b")
+			if b.Retention != tt.want || b.DefaultRetention() != tt.want {
+				t.Fatalf("retention %v (DefaultRetention %v), want %v", b.Retention, b.DefaultRetention(), tt.want)
+			}
+			// The default is a retention the loader accepts when written out.
+			if b.Window != ranking.WindowTotal {
+				src := strings.Replace(base, tt.old, tt.new+"\n    retention: "+b.Retention.String(), 1)
+				if _, err := LoadBytes("t.yaml", []byte(src)); err != nil {
+					t.Fatalf("the default written out is refused: %v", err)
+				}
+			}
+		})
+	}
+	// An explicit retention shorter than the grace is still refused.
+	src := strings.Replace(base, "every: 1d", "every: 30m\n    grace: 72h\n    retention: 1h", 1)
+	if _, err := LoadBytes("t.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), "retention 1h0m0s is shorter than grace 72h0m0s") {
+		t.Fatalf("retention 1h with grace 72h: err = %v", err)
 	}
 }

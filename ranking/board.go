@@ -125,6 +125,21 @@ type Board struct {
 	HasBase   bool          // routes give a starting score (sum boards only)
 }
 
+// DefaultRetention is how long a board's past periods stay readable when
+// Retention is not set, counted from the end of the period (in event time):
+// periodic boards 2 periods plus the grace, rolling boards the window plus
+// one period plus the grace, total boards forever (0). The grace is always
+// included, so that a period cannot expire while it still accepts events.
+func (b *Board) DefaultRetention() time.Duration {
+	switch b.Window {
+	case WindowPeriodic:
+		return 2*b.Every.MaxLength() + b.Grace
+	case WindowRolling:
+		return time.Duration(b.Periods+1)*b.Every.MaxLength() + b.Grace
+	}
+	return 0
+}
+
 // Calendar returns the board's period calendar.
 func (b *Board) Calendar() Calendar {
 	loc := b.Location

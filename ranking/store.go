@@ -143,7 +143,7 @@ func newBoardState(b *Board) (*boardState, error) {
 	case WindowPeriodic:
 		ret := b.Retention
 		if ret <= 0 {
-			ret = 2 * b.Every.MaxLength()
+			ret = b.DefaultRetention()
 		}
 		st.retMs = max(ret, b.Grace).Milliseconds()
 	case WindowRolling:
@@ -158,8 +158,7 @@ func newBoardState(b *Board) (*boardState, error) {
 		}
 		st.hi /= int64(b.Periods)
 		st.lo = -st.hi
-		need := time.Duration(b.Periods+1)*b.Every.MaxLength() + b.Grace
-		st.retMs = max(b.Retention, need).Milliseconds()
+		st.retMs = max(b.Retention, b.DefaultRetention()).Milliseconds()
 	}
 	if st.retMs > 0 {
 		st.metaTTL = 2*st.retMs + b.Every.MaxLength().Milliseconds()

@@ -107,7 +107,7 @@ func TestConfigCheck(t *testing.T) {
 	}
 	for _, want := range []string{
 		"rankd.yaml: ok: 9 boards, 5 routes",
-		"window    periodic, every 30m, grace 5m, retention 1h",
+		"window    periodic, every 30m, grace 5m, retention 1h5m",
 		"timezone  Asia/Shanghai (weeks start Monday)",
 		"keys      rankd:{anchor_hot_zone_30m|<zone>}:p:<period>",
 		"current   20261121T1330 (2026-11-21 13:30 .. 2026-11-21 14:00 +08:00)",
@@ -136,6 +136,48 @@ func TestConfigCheck(t *testing.T) {
 			t.Errorf("exit %d: %s", code, stderr)
 		}
 	})
+}
+
+// TestConfigCheckDefaultRetention checks the retention config check prints
+// when the file gives none: 2 periods plus the grace (issue 12: a 30m board
+// with grace 72h showed retention 1h, which the same file refuses when
+// written out).
+func TestConfigCheckDefaultRetention(t *testing.T) {
+	path := writeFile(t, "rankd.yaml", `kafka: {brokers: ["localhost:9092"]}
+redis: {addr: "localhost:6379"}
+boards:
+  - name: late_30m
+    every: 30m
+    grace: 72h
+  - name: day
+    every: 1d
+    grace: 1h
+  - name: roll
+    window: rolling
+    periods: 3
+    every: 30m
+    grace: 72h
+routes:
+  - topic: gift
+    member: anchor_id
+    boards: [late_30m, day, roll]
+`)
+	code, stdout, stderr := runCLI(t, "config", "check", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"window    periodic, every 30m, grace 3d, retention 73h\n",
+		"window    periodic, every 1d, grace 1h, retention 51h\n",
+		"window    rolling, last 3 × 30m, grace 3d, retention 74h\n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(stdout)
+	}
 }
 
 func TestHealthcheck(t *testing.T) {
