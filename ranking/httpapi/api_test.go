@@ -63,7 +63,9 @@ func TestBoards(t *testing.T) {
 	{"name":"r3","title":"","window":"rolling","every":"1d","periods":3,"timezone":"UTC","dims":[],"aggregate":"sum","order":"desc",
 	 "tiebreak":"last","tie_unit":"1s","decimals":0,"keep_top":0,"current":"20261121","previous":"20261120"},
 	{"name":"kt","title":"","window":"total","timezone":"UTC","dims":[],"aggregate":"sum","order":"desc","tiebreak":"none",
-	 "decimals":0,"keep_top":2,"current":"all","previous":"all"}]}`)
+	 "decimals":0,"keep_top":2,"current":"all","previous":"all"},
+	{"name":"wk","title":"This week","window":"periodic","every":"1w","timezone":"UTC","week_start":"sunday","dims":[],"aggregate":"sum",
+	 "order":"desc","tiebreak":"none","decimals":0,"keep_top":0,"current":"2026W46","previous":"2026W45"}]}`)
 }
 
 func TestTop(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -31,7 +32,7 @@ type boardJSON struct {
 	Every     string `json:"every,omitempty"`   // periodic and rolling
 	Periods   int    `json:"periods,omitempty"` // rolling
 	Timezone  string `json:"timezone"`
-	WeekStart string `json:"week_start,omitempty"` // weekly periods
+	WeekStart string `json:"week_start,omitempty"` // weekly periods: "monday", "sunday", ... as in the config
 	// Dims are the names the dims parameter takes, in key order.
 	Dims      []string   `json:"dims"`
 	Aggregate string     `json:"aggregate"`
@@ -77,7 +78,8 @@ func (s *server) handleBoards(w http.ResponseWriter, r *http.Request) error {
 		if b.Window != ranking.WindowTotal {
 			bj.Every = b.Every.String()
 			if b.Every.Kind == ranking.UnitWeek {
-				bj.WeekStart = b.WeekStart.String()
+				// the config's spelling (week_start: sunday), not time.Weekday's
+				bj.WeekStart = strings.ToLower(b.WeekStart.String())
 			}
 		}
 		if b.Window == ranking.WindowRolling {

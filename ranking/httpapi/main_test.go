@@ -40,8 +40,10 @@ func unit(t *testing.T, s string) ranking.Unit {
 //   - kd: total multi-factor (kills desc, deaths asc), tiebreak first, 1m ties
 //   - r3: rolling 3 days, tiebreak last (ties counted from the window start)
 //   - kt: total sum keeping the top 2 (approximate ranks)
+//   - wk: weekly sum, weeks starting on Sunday (no data)
 func fixtureBoards(t *testing.T) []*ranking.Board {
 	d1 := unit(t, "1d")
+	w1 := unit(t, "1w")
 	return []*ranking.Board{
 		{Name: "day", Title: "Gifts today", Window: ranking.WindowPeriodic, Every: d1, Tiebreak: ranking.TieFirst, Decimals: 2, Grace: time.Hour},
 		{Name: "zone", Title: "Likes per room", Window: ranking.WindowPeriodic, Every: d1, Dims: []string{"zone", "room"}, Grace: time.Hour},
@@ -51,6 +53,7 @@ func fixtureBoards(t *testing.T) []*ranking.Board {
 			Sort: []ranking.SortField{{Name: "kills", Order: ranking.Desc, Bits: 16}, {Name: "deaths", Order: ranking.Asc, Bits: 16}}},
 		{Name: "r3", Window: ranking.WindowRolling, Every: d1, Periods: 3, Tiebreak: ranking.TieLast, Grace: time.Hour},
 		{Name: "kt", Window: ranking.WindowTotal, KeepTop: 2},
+		{Name: "wk", Title: "This week", Window: ranking.WindowPeriodic, Every: w1, WeekStart: time.Sunday, Grace: time.Hour},
 	}
 }
 
