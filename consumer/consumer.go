@@ -23,6 +23,7 @@ type Consumer struct {
 	m    *metrics
 
 	started atomic.Bool
+	behind  atomic.Bool // the sink's last committed-offsets check failed
 	mu      sync.Mutex
 	workers []*worker // while Run is consuming
 }
@@ -89,6 +90,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.workers = workers
 	c.mu.Unlock()
 
+	c.checkCommitted(ctx)
 	g, gctx := errgroup.WithContext(ctx)
 	for _, w := range workers {
 		g.Go(func() error { return w.run(gctx, hard) })
@@ -116,6 +118,9 @@ func (c *Consumer) Ready() bool {
 	ws := c.workers
 	c.mu.Unlock()
 	if len(ws) == 0 {
+		return false
+	}
+	if cc, ok := c.sink.(committedChecker); ok && cc.Behind() {
 		return false
 	}
 	for _, w := range ws {
@@ -146,6 +151,9 @@ func (c *Consumer) watchLag(ctx context.Context) {
 		for _, l := range lags {
 			c.m.lag.WithLabelValues(l.Topic, fmt.Sprint(l.Partition)).Set(float64(l.Lag))
 		}
+		if err == nil {
+			c.compareCommitted(ctx, lags)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -162,4 +170,44 @@ func transport(d *kafka.Dialer) *kafka.Transport {
 		return &kafka.Transport{}
 	}
 	return &kafka.Transport{TLS: d.TLS, SASL: d.SASLMechanism, ClientID: d.ClientID}
+}
+
+// checkCommitted runs the sink's committed-offsets check once before the
+// workers start, so that nothing is applied on top of a Redis that lost
+// writes.
+func (c *Consumer) checkCommitted(ctx context.Context) {
+	if _, ok := c.sink.(committedChecker); !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tr := transport(c.cfg.Dialer)
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(c.cfg.Brokers...), Timeout: 10 * time.Second, Transport: tr}
+	lags, err := GroupLag(ctx, client, c.cfg.Group, c.cfg.Topics)
+	if err != nil {
+		if !errors.Is(err, kafka.GroupIdNotFound) && ctx.Err() == nil {
+			c.log.Warn("reading committed offsets at start failed; checking again with the lag", "err", err)
+		}
+		return
+	}
+	c.compareCommitted(ctx, lags)
+}
+
+// compareCommitted hands lags to the sink's check and logs its verdict.
+func (c *Consumer) compareCommitted(ctx context.Context, lags []PartitionLag) {
+	cc, ok := c.sink.(committedChecker)
+	if !ok {
+		return
+	}
+	err := cc.CheckCommitted(ctx, lags)
+	if ctx.Err() != nil {
+		return
+	}
+	switch was := c.behind.Swap(cc.Behind()); {
+	case err != nil && !was:
+		c.log.Error("not applying: "+err.Error(), "err", err)
+	case err == nil && was:
+		c.log.Info("redis holds every committed offset again: applying")
+	}
 }

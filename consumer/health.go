@@ -27,6 +27,10 @@ func (c *Consumer) HealthHandler() http.Handler {
 func (c *Consumer) ReadyHandler(deps ...Pinger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if cc, ok := c.sink.(committedChecker); ok && cc.Behind() {
+			http.Error(w, "not ready: redis is behind kafka (it lost applied writes): rebuild the boards with rankd replay", http.StatusServiceUnavailable)
+			return
+		}
 		if !c.Ready() {
 			http.Error(w, "not ready: consumer group not joined", http.StatusServiceUnavailable)
 			return

@@ -46,6 +46,7 @@ type fixture struct {
 	group    string
 	rdb      *redis.Client
 	store    *ranking.Store
+	prefix   string // of the store's keys
 	reg      *prometheus.Registry
 }
 
@@ -74,7 +75,8 @@ func newFixture(t *testing.T, rsrv *testenv.RedisServer, partitions int) *fixtur
 	createTopic(t, f.broker.Addrs(), f.dlq, 1, 4<<20)
 	f.group = f.broker.Topic(t, "group")
 	f.rdb = rsrv.Client(t)
-	f.store, err = ranking.NewStore(f.rdb, cfg.Boards(), ranking.WithPrefix(testenv.Prefix(t)))
+	f.prefix = testenv.Prefix(t)
+	f.store, err = ranking.NewStore(f.rdb, cfg.Boards(), ranking.WithPrefix(f.prefix))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ type metrics struct {
 	outOfRange  *prometheus.CounterVec   // board
 	eventLag    *prometheus.HistogramVec // topic
 	redisErrors prometheus.Counter
+	behind      prometheus.Gauge // partitions whose committed offset Redis has no record of
 	rollDur     *prometheus.HistogramVec // board
 	rollErrors  *prometheus.CounterVec   // board
 }
@@ -84,6 +85,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			[]string{"topic"})),
 		redisErrors: counter("sink", "redis_errors_total",
 			"Failed Store.Apply calls (transient: the batch is retried)."),
+		behind: register(reg, &errs, prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "rankd", Subsystem: "sink", Name: "partitions_behind",
+			Help: "Partitions whose committed offset Redis has no record of applying (Redis lost writes): nothing is applied while it is above 0; rebuild with rankd replay."})),
 		rollDur: register(reg, &errs, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "rankd", Subsystem: "rollover", Name: "duration_seconds",
 			Help:    "Duration of one rollover (prefill) of a rolling board, all dims.",

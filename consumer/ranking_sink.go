@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -40,7 +41,8 @@ type RankingSink struct {
 	m       *metrics
 	now     func() time.Time
 
-	only map[string]bool // nil: every board
+	only   map[string]bool       // nil: every board
+	behind atomic.Pointer[error] // set while Redis is behind Kafka (CheckCommitted)
 
 	mu     sync.Mutex
 	stream map[partitionKey]streamPos // stream time after the last applied batch
@@ -254,6 +256,9 @@ func reasonOf(err error) string {
 
 // Apply implements Sink.
 func (s *RankingSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLetter, error) {
+	if err := s.behind.Load(); err != nil {
+		return nil, *err
+	}
 	start, err := s.streamStart(ctx, msgs)
 	if err != nil {
 		s.m.redisErrors.Inc()

@@ -59,6 +59,22 @@ type PartitionRange struct {
 	First     int64 // first offset of the log: stream time starts here
 	From      int64 // first offset applied
 	End       int64 // offset after the last one replayed
+	// Splits are offsets where a batch must end, so that the partition's
+	// stream time mark is written exactly there: the live group's committed
+	// offsets, from which live consumption resumes (see SplitAtCommitted).
+	Splits []int64
+}
+
+// SplitAtCommitted adds the committed offsets of lags (a live group's) to
+// the Splits of their ranges.
+func SplitAtCommitted(ranges []PartitionRange, lags []PartitionLag) {
+	for i := range ranges {
+		for _, l := range lags {
+			if l.Topic == ranges[i].Topic && l.Partition == ranges[i].Partition && l.Committed > ranges[i].First {
+				ranges[i].Splits = append(ranges[i].Splits, l.Committed)
+			}
+		}
+	}
 }
 
 // Total is the number of offsets applied.
@@ -241,6 +257,11 @@ func replayPartition(ctx context.Context, cfg ReplayConfig, r PartitionRange, si
 		limit := r.End
 		if observing {
 			limit = r.From
+		}
+		for _, sp := range r.Splits {
+			if sp > next && sp < limit {
+				limit = sp
+			}
 		}
 		for len(batch) < cfg.BatchCount && next < limit {
 			fctx, cancel := context.WithTimeout(ctx, cfg.MaxWait)

@@ -49,10 +49,10 @@ func (g *callGroup) period(t time.Time) Period {
 //
 // The store NewStore returns writes every update into its board's active
 // key generation and, while a replay builds one, into that one too; a store
-// from Generation writes its generation only, and no marks.
+// from Generation writes its generation only.
 func (s *Store) Apply(ctx context.Context, ups []Update, marks ...Mark) (Result, error) {
 	if s.root != nil {
-		return s.apply(ctx, ups, nil)
+		return s.apply(ctx, ups, marks)
 	}
 	return s.applyGens(ctx, ups, marks)
 }

@@ -137,8 +137,9 @@ func (s *Store) view(g int) *Store {
 }
 
 // Generation returns a store that reads and writes generation g only, for a
-// replay that builds it: its Apply writes no stream time marks (the replay
-// computes stream times from the partitions' start).
+// replay that builds it. Its Apply writes the marks it is given like the
+// root store (marks belong to the log, not to a generation; a partition's
+// latest mark never moves back).
 func (s *Store) Generation(g int) *Store { return s.view(g) }
 
 // Gen returns the generation a store from Generation writes (0 for the

@@ -55,17 +55,20 @@ func (s *Store) writeMarks(ctx context.Context, pipe redis.Pipeliner, marks []Ma
 	}
 	var cmds []redis.Cmder
 	now := s.now().UnixMilli()
-	last := make([]any, 0, 2*len(marks))
+	last := make([]any, 0, 3*len(marks))
 	for _, m := range marks {
 		k := s.markKey(m.Topic, m.Partition)
 		v := strconv.FormatInt(m.Offset, 10) + ":" + strconv.FormatInt(markMs(m.Time), 10)
 		cmds = append(cmds,
 			pipe.ZAdd(ctx, k, redis.Z{Score: float64(m.Offset), Member: v}),
 			pipe.ZRemRangeByRank(ctx, k, 0, -marksKept-1))
-		last = append(last, m.Topic+"|"+strconv.Itoa(m.Partition), v+":"+strconv.FormatInt(now, 10))
+		last = append(last, m.Topic+"|"+strconv.Itoa(m.Partition), m.Offset, v+":"+strconv.FormatInt(now, 10))
 	}
-	return append(cmds, pipe.HSet(ctx, s.lastMarksKey(), last...))
+	// EVAL, not EVALSHA: a NOSCRIPT here would fail the whole batch.
+	return append(cmds, marksScript.Eval(ctx, pipe, []string{s.lastMarksKey()}, last...))
 }
+
+var marksScript = mustScript("marks.lua")
 
 func markMs(t time.Time) int64 {
 	if t.IsZero() {
@@ -259,4 +262,18 @@ func (s *Store) OldestOpen(ctx context.Context, board string) (Period, error) {
 	// P is open while low < P.End + Grace, i.e. P.End > low - Grace: the
 	// period containing low - Grace is the first such.
 	return st.cal.At(low.Add(-st.b.Grace)), nil
+}
+
+// LastMarkOffsets returns, per "topic|partition", the offset of the
+// partition's latest mark: everything below it was applied.
+func (s *Store) LastMarkOffsets(ctx context.Context) (map[string]int64, error) {
+	ms, err := s.LastMarks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int64, len(ms))
+	for _, m := range ms {
+		out[m.Topic+"|"+strconv.Itoa(m.Partition)] = m.Offset
+	}
+	return out, nil
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/segmentio/kafka-go"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 
@@ -289,6 +290,14 @@ func (r *replayRun) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Batches end at the live group's committed offsets, so that the stream
+	// time marks live consumption resumes from are exact there too (after a
+	// Redis that lost writes is rebuilt).
+	if lags, err := r.groupLags(ctx); err != nil {
+		r.log.Warn("reading the live group's committed offsets failed; replaying without splitting there", "err", err)
+	} else {
+		consumer.SplitAtCommitted(ranges, lags)
+	}
 	build := store.Generation(gen)
 	sink, err := consumer.NewRankingSink(r.cfg.Schemas(), router, build,
 		consumer.WithRegisterer(r.reg), consumer.WithLogger(r.log), consumer.WithBoards(r.boards))
@@ -546,4 +555,16 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// groupLags reads the live group's committed offsets of the replayed topics.
+func (r *replayRun) groupLags(ctx context.Context) ([]consumer.PartitionLag, error) {
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(r.cfg.Kafka.Brokers...), Timeout: 10 * time.Second, Transport: tr}
+	lags, err := consumer.GroupLag(ctx, client, r.cfg.Kafka.Group, r.rc.Topics)
+	if errors.Is(err, kafka.GroupIdNotFound) {
+		return nil, nil
+	}
+	return lags, err
 }
