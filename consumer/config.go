@@ -69,8 +69,14 @@ type Config struct {
 	CommitTimeout time.Duration
 
 	// LagInterval is how often the group's lag is computed for
-	// rankd_consumer_lag_messages; default 15s; negative disables it.
+	// rankd_consumer_lag_messages; default 15s; negative disables it (and
+	// with it the stall check of readiness).
 	LagInterval time.Duration
+	// StallTimeout: the consumer is not applying (unready, see
+	// Consumer.Applying) when messages wait and nothing was committed for
+	// this long, or when the lag could not be read for this long; default
+	// 30s.
+	StallTimeout time.Duration
 }
 
 // Defaults of Config.
@@ -118,6 +124,7 @@ func (c Config) withDefaults() Config {
 	set(&c.CommitAttempts, 5)
 	setD(&c.CommitTimeout, 10*time.Second)
 	setD(&c.LagInterval, DefaultLagInterval)
+	setD(&c.StallTimeout, 30*time.Second)
 	return c
 }
 

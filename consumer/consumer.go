@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 )
@@ -24,8 +25,12 @@ type Consumer struct {
 
 	started atomic.Bool
 	behind  atomic.Bool // the sink's last committed-offsets check failed
-	mu      sync.Mutex
-	workers []*worker // while Run is consuming
+
+	lastCommit atomic.Int64 // unix ns of the last successful commit (or of Run's start)
+	lagOK      atomic.Int64 // unix ns of the last successful lag computation
+	lagTotal   atomic.Int64 // total lag at that computation
+	mu         sync.Mutex
+	workers    []*worker // while Run is consuming
 }
 
 // New returns a Consumer of cfg's topics delivering to sink. Options:
@@ -43,7 +48,30 @@ func New(cfg Config, sink Sink, opts ...Option) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
-	return &Consumer{cfg: cfg, sink: sink, log: o.log, now: o.now, m: m}, nil
+	c := &Consumer{cfg: cfg, sink: sink, log: o.log, now: o.now, m: m}
+	applying := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "rankd", Subsystem: "consumer", Name: "applying",
+		Help: "1 while the consumer makes progress: nothing waits, or a batch was committed within the stall timeout (and the lag can be read); 0 otherwise."},
+		func() float64 {
+			if c.Applying() {
+				return 1
+			}
+			return 0
+		})
+	if o.reg != nil {
+		// A later Consumer on the same registerer (a restart in one
+		// process) takes the gauge over.
+		err := o.reg.Register(applying)
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			o.reg.Unregister(are.ExistingCollector)
+			err = o.reg.Register(applying)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("registering metrics: %w", err)
+		}
+	}
+	return c, nil
 }
 
 // Run consumes until ctx is done, then shuts down gracefully and returns.
@@ -81,6 +109,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		timerMu.Unlock()
 	}()
 
+	now := time.Now().UnixNano()
+	c.lastCommit.Store(now)
+	c.lagOK.Store(now)
 	dlq := newDeadLetterWriter(c.cfg)
 	workers := make([]*worker, c.cfg.Workers)
 	for i := range workers {
@@ -123,6 +154,9 @@ func (c *Consumer) Ready() bool {
 	if cc, ok := c.sink.(committedChecker); ok && cc.Behind() {
 		return false
 	}
+	if !c.Applying() {
+		return false
+	}
 	for _, w := range ws {
 		if !w.ready() {
 			return false
@@ -148,9 +182,16 @@ func (c *Consumer) watchLag(ctx context.Context) {
 			c.m.lagErrors.Inc()
 			c.log.Warn("computing consumer lag failed", "err", err)
 		}
+		var total int64
 		for _, l := range lags {
 			c.m.lag.WithLabelValues(l.Topic, fmt.Sprint(l.Partition)).Set(float64(l.Lag))
+			total += l.Lag
 		}
+		if err == nil {
+			c.lagTotal.Store(total)
+			c.lagOK.Store(time.Now().UnixNano())
+		}
+
 		if err == nil {
 			c.compareCommitted(ctx, lags)
 		}
@@ -210,4 +251,22 @@ func (c *Consumer) compareCommitted(ctx context.Context, lags []PartitionLag) {
 	case err == nil && was:
 		c.log.Info("redis holds every committed offset again: applying")
 	}
+}
+
+// Applying reports whether the consumer makes progress: it is false while
+// messages wait (the group's lag, as last computed, is above 0) and no
+// batch was committed for Config.StallTimeout (Redis refuses writes, a
+// worker retries one batch forever), or while the lag could not be read
+// for Config.StallTimeout (the brokers are unreachable). It is true when
+// nothing waits. With LagInterval negative it is always true.
+func (c *Consumer) Applying() bool {
+	if c.cfg.LagInterval < 0 {
+		return true
+	}
+	now := time.Now().UnixNano()
+	stall := c.cfg.StallTimeout.Nanoseconds()
+	if now-c.lagOK.Load() > stall+c.cfg.LagInterval.Nanoseconds() {
+		return false
+	}
+	return c.lagTotal.Load() == 0 || now-c.lastCommit.Load() <= stall
 }

@@ -15,20 +15,24 @@ type Pinger interface {
 // HTTP at all (liveness; it checks nothing else, so a Redis outage does not
 // get the process restarted).
 func (c *Consumer) HealthHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	return GetOnly(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
-	})
+	}))
 }
 
 // ReadyHandler serves /readyz: 200 "ready" when the consumer is Ready (its
 // workers joined the group) and every pinger answers within 2s, else 503
 // with the first reason.
 func (c *Consumer) ReadyHandler(deps ...Pinger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return GetOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if cc, ok := c.sink.(committedChecker); ok && cc.Behind() {
 			http.Error(w, "not ready: redis is behind kafka (it lost applied writes): rebuild the boards with rankd replay", http.StatusServiceUnavailable)
+			return
+		}
+		if !c.Applying() {
+			http.Error(w, "not ready: not applying: messages wait and nothing was committed (or the lag could not be read) for the stall timeout", http.StatusServiceUnavailable)
 			return
 		}
 		if !c.Ready() {
@@ -44,5 +48,18 @@ func (c *Consumer) ReadyHandler(deps ...Pinger) http.Handler {
 			}
 		}
 		_, _ = w.Write([]byte("ready\n"))
+	}))
+}
+
+// GetOnly answers 405 (with Allow: GET, HEAD) to any other method, like the
+// API does.
+func GetOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		h.ServeHTTP(w, r)
 	})
 }

@@ -26,7 +26,7 @@ type metrics struct {
 	outOfRange  *prometheus.CounterVec   // board
 	eventLag    *prometheus.HistogramVec // topic
 	redisErrors prometheus.Counter
-	behind      prometheus.Gauge // partitions whose committed offset Redis has no record of
+	behind      prometheus.Gauge         // partitions whose committed offset Redis has no record of
 	rollDur     *prometheus.HistogramVec // board
 	rollErrors  *prometheus.CounterVec   // board
 }
@@ -70,6 +70,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			[]string{"topic", "partition"})),
 		lagErrors: counter("consumer", "lag_errors_total",
 			"Failed computations of the consumer lag."),
+
 		sinkUpdates: counterVec("sink", "updates_applied_total",
 			"Board updates applied to Redis, per board.", "board"),
 		duplicates: counter("sink", "duplicates_total",

@@ -32,6 +32,7 @@ func TestRedisOutage(t *testing.T) {
 	rec := newRecordingSink(f.sink())
 	cfg := f.consumerConfig()
 	cfg.BatchCount = 50
+	cfg.StallTimeout = time.Second
 	r := f.start(cfg, &countingSink{inner: rec, delay: 2 * time.Millisecond})
 
 	produced := make(chan struct{})
@@ -91,6 +92,21 @@ func TestRedisOutage(t *testing.T) {
 	if rr.Code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz = %d while Redis is down, want 503", rr.Code)
 	}
+	// Without asking Redis: messages wait and nothing is committed, so the
+	// consumer is not applying once the stall timeout has passed.
+	for deadline := time.Now().Add(10 * time.Second); r.c.Applying(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Applying() still true 10 s into the outage (stall timeout 1 s)")
+		}
+	}
+	rr = httptest.NewRecorder()
+	r.c.ReadyHandler().ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	if rr.Code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz without pingers = %d while nothing is applied, want 503", rr.Code)
+	}
+	if got := f.metricSum("rankd_consumer_applying"); got != 0 {
+		t.Errorf("rankd_consumer_applying = %v during the outage, want 0", got)
+	}
 	time.Sleep(2 * time.Second)
 	after := f.committedTotal(client, rec)
 	if after != before {
@@ -103,6 +119,11 @@ func TestRedisOutage(t *testing.T) {
 
 	<-produced
 	f.waitCommitted(time.Minute, r)
+	for deadline := time.Now().Add(10 * time.Second); !r.c.Applying(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Applying() still false 10 s after recovery")
+		}
+	}
 	close(stopPoll)
 	<-polled
 	if err := r.stop(); err != nil {

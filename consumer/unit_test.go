@@ -2,6 +2,8 @@ package consumer
 
 import (
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -115,5 +117,53 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if _, err := New(ok, nil); err == nil {
 		t.Error("nil sink accepted")
+	}
+}
+
+func TestHealthMethods(t *testing.T) {
+	c := &Consumer{}
+	for _, h := range []http.Handler{c.HealthHandler(), c.ReadyHandler()} {
+		for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete} {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(m, "/", nil))
+			if rec.Code != http.StatusMethodNotAllowed || rec.Header().Get("Allow") != "GET, HEAD" {
+				t.Errorf("%s: %d (Allow %q), want 405 with Allow: GET, HEAD", m, rec.Code, rec.Header().Get("Allow"))
+			}
+		}
+	}
+}
+
+func TestApplying(t *testing.T) {
+	c := &Consumer{cfg: Config{LagInterval: time.Second, StallTimeout: 2 * time.Second}}
+	now := time.Now()
+	set := func(commit, lagOK time.Duration, lag int64) {
+		c.lastCommit.Store(now.Add(-commit).UnixNano())
+		c.lagOK.Store(now.Add(-lagOK).UnixNano())
+		c.lagTotal.Store(lag)
+	}
+	tests := []struct {
+		name          string
+		commit, lagOK time.Duration
+		lag           int64
+		want          bool
+	}{
+		{"nothing waits, no commit for long", time.Hour, 0, 0, true},
+		{"messages wait, recent commit", time.Second, 0, 500, true},
+		{"messages wait, no commit for the stall timeout", 3 * time.Second, 0, 500, false},
+		{"lag unreadable (brokers down) past stall + interval", 0, 4 * time.Second, 0, false},
+		{"lag read within stall + interval", 0, 2900 * time.Millisecond, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set(tt.commit, tt.lagOK, tt.lag)
+			if got := c.Applying(); got != tt.want {
+				t.Fatalf("Applying() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	c.cfg.LagInterval = -1
+	set(time.Hour, time.Hour, 9)
+	if !c.Applying() {
+		t.Fatal("with the lag check disabled, Applying() must be true")
 	}
 }

@@ -15,15 +15,16 @@ import (
 // worker is one group member: a kafka-go Reader and the loop
 // fetch -> batch -> Sink.Apply -> dead letters -> commit.
 type worker struct {
-	id     int
-	cfg    Config
-	sink   Sink
-	m      *metrics
-	log    *slog.Logger
-	r      *kafka.Reader
-	dlq    *deadLetterWriter
-	joined atomic.Bool
-	topics map[string]prometheus.Counter // rankd_consumer_messages_total by topic
+	id       int
+	cfg      Config
+	sink     Sink
+	m        *metrics
+	log      *slog.Logger
+	r        *kafka.Reader
+	dlq      *deadLetterWriter
+	joined   atomic.Bool
+	progress *atomic.Int64                 // the consumer's time of the last successful commit (unix ns)
+	topics   map[string]prometheus.Counter // rankd_consumer_messages_total by topic
 }
 
 func newWorker(c *Consumer, id int, dlq *deadLetterWriter) *worker {
@@ -51,7 +52,7 @@ func newWorker(c *Consumer, id int, dlq *deadLetterWriter) *worker {
 		}),
 	})
 	return &worker{id: id, cfg: cfg, sink: c.sink, m: c.m, log: log, r: r, dlq: dlq,
-		topics: map[string]prometheus.Counter{}}
+		topics: map[string]prometheus.Counter{}, progress: &c.lastCommit}
 }
 
 // ready reports whether the reader has joined a group generation once.
@@ -199,6 +200,7 @@ func (w *worker) commit(hard context.Context, b *batch) error {
 		err := w.r.CommitMessages(cctx, offs...)
 		cancel()
 		if err == nil {
+			w.progress.Store(time.Now().UnixNano())
 			return nil
 		}
 		if hard.Err() != nil {

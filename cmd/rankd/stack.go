@@ -145,7 +145,7 @@ func newStack(cfg *config.Config, log *slog.Logger, tune groupTuning) (*stack, e
 	api := httpapi.New(store, httpapi.WithRegisterer(reg), httpapi.WithLogger(log))
 	mux.Handle("/", api)
 	mux.Handle("/v1/", api)
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/metrics", consumer.GetOnly(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 	mux.Handle("/healthz", cons.HealthHandler())
 	mux.Handle("/readyz", cons.ReadyHandler(store))
 	srv := &http.Server{
