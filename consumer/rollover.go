@@ -18,8 +18,9 @@ type RolloverConfig struct {
 	Interval time.Duration
 }
 
-// RunRollover keeps the rolling boards prefilled until ctx is done, then
-// returns nil. At once and then every Interval it calls
+// RunRollover keeps the rolling boards prefilled, and the dims registries
+// of expiring boards pruned (ranking.Store.PruneDims), until ctx is done,
+// then returns nil. At once and then every Interval it calls
 // store.Rollover(board, now+Lead) for every rolling board of boards (others
 // are skipped), so the rolling board of the next period is complete before
 // its boundary.
@@ -47,19 +48,27 @@ func RunRollover(ctx context.Context, store *ranking.Store, boards []*ranking.Bo
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
-	var rolling []*ranking.Board
+	var rolling, expiring []*ranking.Board
 	for _, b := range boards {
 		if b.Window == ranking.WindowRolling {
 			rolling = append(rolling, b)
 		}
+		if b.Window != ranking.WindowTotal {
+			expiring = append(expiring, b)
+		}
 	}
-	if len(rolling) == 0 {
+	if len(expiring) == 0 {
 		<-ctx.Done()
 		return nil
 	}
 	t := time.NewTicker(cfg.Interval)
 	defer t.Stop()
 	for {
+		for _, b := range expiring {
+			if _, err := store.PruneDims(ctx, b.Name); err != nil && ctx.Err() == nil {
+				o.log.Warn("pruning the dims registry failed; retrying at the next tick", "board", b.Name, "err", err)
+			}
+		}
 		at := o.now().Add(cfg.Lead)
 		for _, b := range rolling {
 			start := time.Now()

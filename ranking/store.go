@@ -47,7 +47,7 @@ type Store struct {
 	chunk    int // members per rollover chunk
 	lockTTL  time.Duration
 	knownMu  sync.Mutex
-	known    map[string]bool // dims tags registered in Redis
+	known    map[string]time.Time // dims tags registered in Redis, and when
 	rollWait time.Duration
 
 	// Generations (store_gen.go): prefix is the key prefix of generation
@@ -171,7 +171,7 @@ func NewStore(rdb redis.UniversalClient, boards []*Board, opts ...Option) (*Stor
 	s := &Store{
 		rdb: rdb, boards: map[string]*boardState{}, prefix: "rankd", ttl: 24 * time.Hour,
 		now: time.Now, log: slog.Default(), maxCall: 500, chunk: 250, lockTTL: 30 * time.Second,
-		known: map[string]bool{}, rollWait: 30 * time.Second, idle: DefaultIdleTimeout,
+		known: map[string]time.Time{}, rollWait: 30 * time.Second, idle: DefaultIdleTimeout,
 	}
 	_, s.cluster = rdb.(*redis.ClusterClient)
 	for _, o := range opts {

@@ -87,7 +87,9 @@ func (s *Store) apply(ctx context.Context, ups []Update, marks []Mark) (Result, 
 	s.knownMu.Lock()
 	for _, c := range calls {
 		for tag, g := range c.groups {
-			s.known[g.st.b.Name+"\x00"+tag] = true
+			if k := g.st.b.Name + "\x00" + tag; s.known[k].IsZero() {
+				s.known[k] = time.Now()
+			}
 		}
 	}
 	s.knownMu.Unlock()
@@ -181,9 +183,13 @@ func (s *Store) plan(ups []Update) ([]*call, map[string][]any, error) {
 		if !seenTag[k] {
 			seenTag[k] = true
 			s.knownMu.Lock()
-			known := s.known[k]
+			at := s.known[k]
+			if !at.IsZero() && time.Since(at) > reregister {
+				delete(s.known, k) // registered again below, in case PruneDims removed it meanwhile
+				at = time.Time{}
+			}
 			s.knownMu.Unlock()
-			if !known {
+			if at.IsZero() {
 				newTags[u.Board] = append(newTags[u.Board], tags[i])
 			}
 		}
