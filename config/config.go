@@ -108,7 +108,11 @@ func (c *Config) Board(name string) *ranking.Board {
 }
 
 // Schemas returns the event schema of every known topic (gift, like,
-// comment and those of the topics section), with the Kafka limits applied.
+// comment and those of the topics section), with the Kafka limits applied
+// and the per-topic limits: max_id_len and max_key_len (default
+// ranking.DefaultMaxIDLen and ranking.DefaultMaxKeyLen), min_time (default
+// ranking.DefaultMinTime) and the fields' min, max and max_len (the
+// defaults of gift, like and comment as in ranking.DefaultSchemas).
 // The schemas are shared; a caller may set their Now clock before use.
 func (c *Config) Schemas() map[string]*ranking.Schema { return c.schemas }
 

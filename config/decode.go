@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +26,9 @@ type topicSpec struct {
 	name, path string
 	id, ts     string // "": keep the default
 	fields     []ranking.Field
+	// Limits, applied when the file sets them (see loader.has).
+	maxIDLen, maxKeyLen int
+	minTime             time.Time
 }
 
 // decodeRoot decodes the whole file into c and s.
@@ -163,23 +167,10 @@ func (l *loader) board(n *yaml.Node, path string) *ranking.Board {
 		"dims": l.strs(&b.Dims),
 		"aggregate": enum(l, &b.Aggregate, []string{"sum", "max", "min", "last"},
 			[]ranking.Aggregate{ranking.AggSum, ranking.AggMax, ranking.AggMin, ranking.AggLast}),
-		"order":    enum(l, &b.Order, []string{"desc", "asc"}, []ranking.Order{ranking.Desc, ranking.Asc}),
-		"tiebreak": enum(l, &b.Tiebreak, []string{"none", "first", "last"}, []ranking.Tiebreak{ranking.TieNone, ranking.TieFirst, ranking.TieLast}),
-		"tie_unit": enum(l, &b.TieUnit, []string{"1ms", "1s", "1m"}, []time.Duration{time.Millisecond, time.Second, time.Minute}),
-		"tie_epoch": func(n *yaml.Node, p string) {
-			s, ok := l.scalar(n, p)
-			if !ok {
-				return
-			}
-			t, err := time.Parse(time.RFC3339, s)
-			if err != nil {
-				if t, err = time.Parse(time.DateOnly, s); err != nil {
-					l.errorAt(n, p, "invalid time %q (want RFC 3339, e.g. 2025-01-01T00:00:00+08:00, or a UTC date 2025-01-01)", s)
-					return
-				}
-			}
-			b.TieEpoch = t
-		},
+		"order":       enum(l, &b.Order, []string{"desc", "asc"}, []ranking.Order{ranking.Desc, ranking.Asc}),
+		"tiebreak":    enum(l, &b.Tiebreak, []string{"none", "first", "last"}, []ranking.Tiebreak{ranking.TieNone, ranking.TieFirst, ranking.TieLast}),
+		"tie_unit":    enum(l, &b.TieUnit, []string{"1ms", "1s", "1m"}, []time.Duration{time.Millisecond, time.Second, time.Minute}),
+		"tie_epoch":   l.instant(&b.TieEpoch),
 		"tie_horizon": l.duration(&b.TieHorizon),
 		"sort": func(n *yaml.Node, p string) {
 			l.sequence(n, p, func(v *yaml.Node, p string) {
@@ -223,12 +214,34 @@ func (l *loader) route(n *yaml.Node, path string) ranking.Route {
 	return r
 }
 
+// instant decodes an RFC 3339 time or a UTC date.
+func (l *loader) instant(dst *time.Time) field {
+	return func(n *yaml.Node, p string) {
+		s, ok := l.scalar(n, p)
+		if !ok {
+			return
+		}
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			if t, err = time.Parse(time.DateOnly, s); err != nil {
+				l.errorAt(n, p, "invalid time %q (want RFC 3339, e.g. 2025-01-01T00:00:00+08:00, or a UTC date 2025-01-01)", s)
+				return
+			}
+		}
+		*dst = t
+	}
+}
+
 // topic decodes a topic's schema override.
 func (l *loader) topic(name string, n *yaml.Node, path string) *topicSpec {
-	t := &topicSpec{name: name, path: path}
+	// A limit that fails to decode keeps its (valid) default: one error.
+	t := &topicSpec{name: name, path: path, maxIDLen: ranking.DefaultMaxIDLen, maxKeyLen: ranking.DefaultMaxKeyLen}
 	l.mapping(n, path, map[string]field{
-		"id": l.str(&t.id),
-		"ts": l.str(&t.ts),
+		"id":          l.str(&t.id),
+		"ts":          l.str(&t.ts),
+		"max_id_len":  l.integer(&t.maxIDLen),
+		"max_key_len": l.integer(&t.maxKeyLen),
+		"min_time":    l.instant(&t.minTime),
 		"fields": func(n *yaml.Node, p string) {
 			l.dict(n, p, func(fname string, v *yaml.Node, p string) {
 				if f, ok := l.schemaField(fname, v, p); ok {
@@ -240,20 +253,33 @@ func (l *loader) topic(name string, n *yaml.Node, path string) *topicSpec {
 	return t
 }
 
-// schemaField decodes "name: type" or "name: {type, required, default}".
+// schemaField decodes "name: type" or "name: {type, required, default,
+// min, max, max_len}". A field with an error is left out (false), so that
+// the schema's validation does not report it again.
 func (l *loader) schemaField(name string, n *yaml.Node, path string) (ranking.Field, bool) {
 	f := ranking.Field{Name: name}
-	var typ, def string
-	var defNode *yaml.Node
+	var typ string
+	var defNode, minNode, maxNode, lenNode *yaml.Node
+	node := func(dst **yaml.Node) field {
+		return func(n *yaml.Node, p string) {
+			if _, ok := l.scalar(n, p); ok {
+				*dst = n
+			}
+		}
+	}
 	if n.Kind == yaml.ScalarNode {
 		typ = n.Value
 	} else {
 		l.mapping(n, path, map[string]field{
 			"type":     l.str(&typ),
 			"required": l.boolean(&f.Required),
-			"default": func(n *yaml.Node, p string) {
-				if s, ok := l.scalar(n, p); ok {
-					def, defNode = s, n
+			"default":  node(&defNode),
+			"min":      node(&minNode),
+			"max":      node(&maxNode),
+			"max_len": func(n *yaml.Node, p string) {
+				before := len(l.errs)
+				if l.integer(&f.MaxLen)(n, p); len(l.errs) == before {
+					lenNode = n
 				}
 			},
 		})
@@ -264,26 +290,85 @@ func (l *loader) schemaField(name string, n *yaml.Node, path string) (ranking.Fi
 		return f, false
 	}
 	f.Type = t
-	if defNode == nil {
-		return f, true
+	ok := true
+	if defNode != nil {
+		v, err := parseValue(t, defNode)
+		if err != nil {
+			l.errorAt(defNode, join(path, "default"), "%q is not a valid %s", scalarText(defNode), t)
+			ok = false
+		}
+		f.Default = v
 	}
-	var v any
-	switch t {
-	case ranking.TypeString:
-		v = def
-	case ranking.TypeInt:
-		v, err = strconv.ParseInt(def, 10, 64)
-	case ranking.TypeFloat:
-		v, err = strconv.ParseFloat(def, 64)
-	case ranking.TypeBool:
-		v, err = strconv.ParseBool(def)
+	for _, b := range []struct {
+		key string
+		n   *yaml.Node
+		dst *any
+	}{{"min", minNode, &f.Min}, {"max", maxNode, &f.Max}} {
+		if b.n == nil {
+			continue
+		}
+		p := join(path, b.key)
+		if t != ranking.TypeInt && t != ranking.TypeFloat {
+			l.errorAt(b.n, p, "%s is only for int and float fields, not %s", b.key, t)
+			ok = false
+			continue
+		}
+		v, err := parseValue(t, b.n)
+		if fv, isFloat := v.(float64); err != nil || isFloat && (math.IsNaN(fv) || math.IsInf(fv, 0)) {
+			l.errorAt(b.n, p, "%q is not a valid %s", scalarText(b.n), t)
+			ok = false
+			continue
+		}
+		*b.dst = v
 	}
-	if err != nil {
-		l.errorAt(defNode, join(path, "default"), "%q is not a valid %s", def, t)
+	if lenNode != nil && ok {
+		switch p := join(path, "max_len"); {
+		case t != ranking.TypeString:
+			l.errorAt(lenNode, p, "max_len is only for string fields, not %s", t)
+			ok = false
+		case f.MaxLen < 1:
+			l.errorAt(lenNode, p, "must be at least 1, got %d", f.MaxLen)
+			ok = false
+		}
+	}
+	if !ok {
 		return f, false
 	}
-	f.Default = v
+	if f.Min != nil && f.Max != nil {
+		if err := (ranking.Field{Type: t, Max: f.Max}).Check(f.Min); err != nil {
+			l.errorAt(maxNode, join(path, "max"), "max %v is below min %v", f.Max, f.Min)
+			return f, false
+		}
+	}
+	if f.Default != nil {
+		if err := f.Check(f.Default); err != nil {
+			l.errorAt(defNode, join(path, "default"), "default %v: %v", f.Default, err)
+			return f, false
+		}
+	}
 	return f, true
+}
+
+// scalarText returns the text of scalar n; "" for null.
+func scalarText(n *yaml.Node) string {
+	if n.Tag == "!!null" {
+		return ""
+	}
+	return n.Value
+}
+
+// parseValue parses scalar n as a value of type t.
+func parseValue(t ranking.FieldType, n *yaml.Node) (any, error) {
+	s := scalarText(n)
+	switch t {
+	case ranking.TypeInt:
+		return strconv.ParseInt(s, 10, 64)
+	case ranking.TypeFloat:
+		return strconv.ParseFloat(s, 64)
+	case ranking.TypeBool:
+		return strconv.ParseBool(s)
+	}
+	return s, nil
 }
 
 // schemas builds the schema of every topic: the defaults of gift, like and
@@ -293,7 +378,8 @@ func (l *loader) schemas(c *Config, s *spec) map[string]*ranking.Schema {
 	for _, t := range s.topics {
 		sc := out[t.name]
 		if sc == nil {
-			sc = &ranking.Schema{IDField: "id", TSField: "ts"}
+			sc = &ranking.Schema{IDField: "id", TSField: "ts", MaxIDLen: ranking.DefaultMaxIDLen,
+				MaxKeyLen: ranking.DefaultMaxKeyLen, MinTime: ranking.DefaultMinTime}
 			out[t.name] = sc
 		}
 		if t.id != "" {
@@ -301,6 +387,22 @@ func (l *loader) schemas(c *Config, s *spec) map[string]*ranking.Schema {
 		}
 		if t.ts != "" {
 			sc.TSField = t.ts
+		}
+		for _, lim := range []struct {
+			key      string
+			src, dst *int
+		}{{"max_id_len", &t.maxIDLen, &sc.MaxIDLen}, {"max_key_len", &t.maxKeyLen, &sc.MaxKeyLen}} {
+			p := join(t.path, lim.key)
+			switch {
+			case !l.has(p):
+			case *lim.src < 1:
+				l.errorf(p, "must be at least 1, got %d", *lim.src)
+			default:
+				*lim.dst = *lim.src
+			}
+		}
+		if l.has(join(t.path, "min_time")) {
+			sc.MinTime = t.minTime
 		}
 		// A field named like the new id or ts field gives way to it.
 		sc.Fields = slices.DeleteFunc(sc.Fields, func(f ranking.Field) bool {

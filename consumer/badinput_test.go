@@ -63,7 +63,11 @@ func TestBadInput(t *testing.T) {
 		{name: "duplicate of a good one", topic: "gift", value: gift("g1", ms(at), "")},
 		{name: "duplicate of the late one", topic: "gift", value: gift("late", ms(at), ""), reason: ranking.ReasonLate},
 		{name: "filtered comment", topic: "comment", value: `{"id":"c0","ts":` + strconv.FormatInt(ms(at), 10) + `,"anchor_id":"a1","news_id":""}`},
-		{name: "negative like", topic: "like", value: `{"id":"neg","ts":` + strconv.FormatInt(ms(at), 10) + `,"anchor_id":"a2","count":-5}`},
+		{name: "negative like", topic: "like", value: `{"id":"neg","ts":` + strconv.FormatInt(ms(at), 10) + `,"anchor_id":"a2","count":-5}`, reason: ranking.ReasonValidation},
+		{name: "ts 0", topic: "like", value: `{"id":"t0","ts":0,"anchor_id":"a2"}`, reason: ranking.ReasonValidation},
+		{name: "10,000-char member id", topic: "like", value: `{"id":"lm","ts":` + strconv.FormatInt(ms(at), 10) + `,"anchor_id":"` + strings.Repeat("a", 10000) + `"}`, reason: ranking.ReasonValidation},
+		{name: "5 KB room id", topic: "gift", value: gift("lr", ms(at), `,"room_id":"`+strings.Repeat("r", 5000)+`"`), reason: ranking.ReasonValidation},
+		{name: "9 KB message id", topic: "gift", value: gift(strings.Repeat("i", 9000), ms(at), ""), reason: ranking.ReasonValidation},
 		{name: "good after", topic: "like", value: `{"id":"l9","ts":` + strconv.FormatInt(ms(at.Add(time.Hour)), 10) + `,"anchor_id":"a3"}`},
 	}
 	type origin struct {

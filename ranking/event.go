@@ -16,7 +16,18 @@ const (
 	// DefaultFutureSkew is how far ahead of the clock an event time may be by
 	// default.
 	DefaultFutureSkew = time.Minute
+	// DefaultMaxIDLen is the longest message ID, in bytes, of the default
+	// schemas: it becomes a dedupe key.
+	DefaultMaxIDLen = 256
+	// DefaultMaxKeyLen is the longest member and dims value, in bytes, of
+	// the default schemas (they become sorted set members and key names),
+	// and the max_len of their identifier fields.
+	DefaultMaxKeyLen = 256
 )
+
+// DefaultMinTime is the event-time floor of the default schemas: earlier
+// events (a ts of 0, say) are invalid.
+var DefaultMinTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // maxEventMilli is the last millisecond of year 9999, the latest event time.
 const maxEventMilli = 253402300799999
@@ -60,15 +71,27 @@ type Schema struct {
 	// without a timestamp); 0: no check.
 	FutureSkew time.Duration
 	Now        func() time.Time // clock for FutureSkew without a message timestamp; nil: time.Now
+	// MaxIDLen rejects a message ID given by the message (the id field or
+	// the "id" header) longer than this many bytes with ReasonValidation;
+	// 0: no limit. The ID becomes a dedupe key.
+	MaxIDLen int
+	// MinTime rejects event times (from the ts field or the message
+	// timestamp) before it with ReasonValidation; zero: no floor.
+	MinTime time.Time
+	// MaxKeyLen is the longest member and dims value, in bytes, the Router
+	// gives for this topic's events; longer ones are rejected with
+	// ReasonValidation. 0: no limit.
+	MaxKeyLen int
 }
 
 // DefaultSchemas returns new schemas of the gift, like and comment topics of
 // the example config, keyed by topic, with the default limits.
 func DefaultSchemas() map[string]*Schema {
-	str := func(names ...string) []Field {
+	// Identifiers become members and dims values: bounded like them.
+	ident := func(names ...string) []Field {
 		fs := make([]Field, len(names))
 		for i, n := range names {
-			fs[i] = Field{Name: n, Type: TypeString}
+			fs[i] = Field{Name: n, Type: TypeString, MaxLen: DefaultMaxKeyLen}
 		}
 		return fs
 	}
@@ -76,30 +99,34 @@ func DefaultSchemas() map[string]*Schema {
 		return &Schema{
 			IDField:    "id",
 			TSField:    "ts",
-			Fields:     append(str("user_id", "anchor_id", "room_id", "zone"), extra...),
+			Fields:     append(ident("user_id", "anchor_id", "room_id", "zone"), extra...),
 			MaxBytes:   DefaultMaxMessageBytes,
 			FutureSkew: DefaultFutureSkew,
+			MaxIDLen:   DefaultMaxIDLen,
+			MinTime:    DefaultMinTime,
+			MaxKeyLen:  DefaultMaxKeyLen,
 		}
 	}
 	return map[string]*Schema{
 		"gift": common(
-			Field{Name: "gift_id", Type: TypeString},
-			Field{Name: "count", Type: TypeInt},
-			Field{Name: "coins", Type: TypeInt},
+			Field{Name: "gift_id", Type: TypeString, MaxLen: DefaultMaxKeyLen},
+			Field{Name: "count", Type: TypeInt, Min: int64(1)},
+			Field{Name: "coins", Type: TypeInt, Min: int64(0)},
 		),
 		"like": common(
-			Field{Name: "count", Type: TypeInt, Default: int64(1)},
+			Field{Name: "count", Type: TypeInt, Default: int64(1), Min: int64(1)},
 		),
 		"comment": common(
-			Field{Name: "news_id", Type: TypeString},
+			Field{Name: "news_id", Type: TypeString, MaxLen: DefaultMaxKeyLen},
 			Field{Name: "news_ts", Type: TypeInt},
 			Field{Name: "text", Type: TypeString},
 		),
 	}
 }
 
-// Validate checks field names and types and that defaults match their
-// types. It reports every problem.
+// Validate checks field names and types, that defaults match their types
+// and lie within the bounds, the bounds and the limits. It reports every
+// problem.
 func (s *Schema) Validate() error {
 	var errs []error
 	if !isIdent(s.IDField) {
@@ -114,6 +141,12 @@ func (s *Schema) Validate() error {
 	if s.MaxBytes < 0 || s.FutureSkew < 0 {
 		errs = append(errs, errors.New("negative max bytes or future skew"))
 	}
+	if s.MaxIDLen < 0 {
+		errs = append(errs, fmt.Errorf("negative max_id_len %d", s.MaxIDLen))
+	}
+	if s.MaxKeyLen < 0 {
+		errs = append(errs, fmt.Errorf("negative max_key_len %d", s.MaxKeyLen))
+	}
 	seen := map[string]bool{s.IDField: true, s.TSField: true}
 	for _, f := range s.Fields {
 		switch {
@@ -121,10 +154,8 @@ func (s *Schema) Validate() error {
 			errs = append(errs, fmt.Errorf("field %q is not an identifier", f.Name))
 		case seen[f.Name]:
 			errs = append(errs, fmt.Errorf("field %q declared twice (or as the id or ts field)", f.Name))
-		case f.Type < TypeString || f.Type > TypeBool:
-			errs = append(errs, fmt.Errorf("field %q: unknown type %d", f.Name, int(f.Type)))
-		case f.Default != nil && !f.Type.holds(f.Default):
-			errs = append(errs, fmt.Errorf("field %q: default %v (%T) is not a Go %s", f.Name, f.Default, f.Default, f.Type.goType()))
+		default:
+			errs = f.validate(errs)
 		}
 		seen[f.Name] = true
 	}
@@ -162,9 +193,10 @@ func (s *Schema) env() map[string]any {
 
 // Decode decodes the value of a message into an Event. Every error is a
 // *PermanentError: too_large, decode (not a UTF-8 JSON object), validation
-// (wrong type, missing required field, no event time), out_of_range (a
-// number beyond int64 or float64) or future. Fields not declared are
-// ignored; a JSON null counts as absent.
+// (wrong type, missing required field, a value outside its field's Min,
+// Max or MaxLen, an ID longer than MaxIDLen, an event time before MinTime,
+// no event time), out_of_range (a number beyond int64 or float64) or
+// future. Fields not declared are ignored; a JSON null counts as absent.
 func (s *Schema) Decode(topic string, partition int, offset int64, value []byte, headers []Header, msgTime time.Time) (*Event, error) {
 	if s.MaxBytes > 0 && len(value) > s.MaxBytes {
 		return nil, permanent(ReasonTooLarge, "message of %d bytes exceeds %d", len(value), s.MaxBytes)
@@ -221,6 +253,9 @@ func (s *Schema) Decode(topic string, partition int, offset int64, value []byte,
 		if err != nil {
 			return nil, fieldError(f.Name, err)
 		}
+		if err := f.Check(v); err != nil {
+			return nil, fieldError(f.Name, err)
+		}
 		ev.Fields[f.Name] = v
 	}
 
@@ -230,10 +265,16 @@ func (s *Schema) Decode(topic string, partition int, offset int64, value []byte,
 			return nil, fieldError(s.IDField, err)
 		}
 		ev.ID = v.(string)
+		if s.MaxIDLen > 0 && len(ev.ID) > s.MaxIDLen {
+			return nil, permanent(ReasonValidation, "field %q: message ID of %d bytes exceeds max_id_len %d", s.IDField, len(ev.ID), s.MaxIDLen)
+		}
 	}
 	if ev.ID == "" {
 		for _, h := range headers {
 			if h.Key == "id" && len(h.Value) > 0 {
+				if s.MaxIDLen > 0 && len(h.Value) > s.MaxIDLen {
+					return nil, permanent(ReasonValidation, "header \"id\": message ID of %d bytes exceeds max_id_len %d", len(h.Value), s.MaxIDLen)
+				}
 				if !utf8.Valid(h.Value) {
 					return nil, permanent(ReasonValidation, "header \"id\" is not valid UTF-8")
 				}
@@ -247,6 +288,7 @@ func (s *Schema) Decode(topic string, partition int, offset int64, value []byte,
 	}
 
 	ev.Time = msgTime
+	fromTS := false
 	if tsIdx >= 0 && members[tsIdx].val.kind != jsonNull {
 		v, err := TypeInt.convert(members[tsIdx].val)
 		if err != nil {
@@ -257,9 +299,18 @@ func (s *Schema) Decode(topic string, partition int, offset int64, value []byte,
 			return nil, permanent(ReasonOutOfRange, "field %q: %d ms is outside years 1970 to 9999", s.TSField, ms)
 		}
 		ev.Time = time.UnixMilli(ms).UTC()
+		fromTS = true
 	}
 	if ev.Time.IsZero() {
 		return nil, permanent(ReasonValidation, "no %q field and no message timestamp", s.TSField)
+	}
+	if !s.MinTime.IsZero() && ev.Time.Before(s.MinTime) {
+		src := "message timestamp"
+		if fromTS {
+			src = fmt.Sprintf("field %q", s.TSField)
+		}
+		return nil, permanent(ReasonValidation, "%s: event time %s is before min_time %s", src,
+			ev.Time.UTC().Format(time.RFC3339Nano), s.MinTime.UTC().Format(time.RFC3339Nano))
 	}
 	if s.FutureSkew > 0 {
 		// Judged against the message's own timestamp, which is part of the
@@ -315,8 +366,10 @@ func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 const (
 	// ReasonDecode: the message is not a UTF-8 JSON object.
 	ReasonDecode = "decode"
-	// ReasonValidation: a field has the wrong type or a required field is
-	// missing.
+	// ReasonValidation: a field has the wrong type, a required field is
+	// missing, or a value exceeds a limit of the schema (a field's min, max
+	// or max_len, the ID length, the event-time floor, the length of a
+	// routed member or dims value).
 	ReasonValidation = "validation"
 	// ReasonTooLarge: the message exceeds the configured maximum size.
 	ReasonTooLarge = "too_large"

@@ -58,6 +58,94 @@ type Field struct {
 	// Default is the value of a missing field (nil: the zero value). Its Go
 	// type must be that of Type: string, int64, float64 or bool.
 	Default any
+	// Min and Max bound the value a message gives to an int or float field
+	// (nil: no bound); their Go type is that of Type (int64 or float64). A
+	// value outside them is rejected with ReasonValidation. They bound what
+	// messages give, not the value of a missing field: an explicit Default
+	// must lie within them, the zero value of a field without one is not
+	// checked (make the field Required to insist on a value).
+	Min, Max any
+	// MaxLen bounds the length in bytes (UTF-8) of the value a message gives
+	// to a string field; 0: no bound (beyond the message size). A longer
+	// value is rejected with ReasonValidation.
+	MaxLen int
+}
+
+// validate appends the problems of the field's type, default and bounds
+// to errs.
+func (f Field) validate(errs []error) []error {
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("field %q: "+format, append([]any{f.Name}, args...)...))
+	}
+	if f.Type < TypeString || f.Type > TypeBool {
+		fail("unknown type %d", int(f.Type))
+		return errs
+	}
+	if f.Default != nil && !f.Type.holds(f.Default) {
+		fail("default %v (%T) is not a Go %s", f.Default, f.Default, f.Type.goType())
+		return errs
+	}
+	numeric := f.Type == TypeInt || f.Type == TypeFloat
+	for _, b := range []struct {
+		name string
+		v    any
+	}{{"min", f.Min}, {"max", f.Max}} {
+		switch {
+		case b.v == nil:
+		case !numeric:
+			fail("%s is only for int and float fields, not %s", b.name, f.Type)
+		case !f.Type.holds(b.v):
+			fail("%s %v (%T) is not a Go %s", b.name, b.v, b.v, f.Type.goType())
+		case f.Type == TypeFloat && !finite(b.v.(float64)):
+			fail("%s %v is not finite", b.name, b.v)
+		}
+	}
+	switch {
+	case f.MaxLen < 0:
+		fail("negative max_len %d", f.MaxLen)
+	case f.MaxLen > 0 && f.Type != TypeString:
+		fail("max_len is only for string fields, not %s", f.Type)
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	if f.Min != nil && f.Max != nil && f.Type.less(f.Max, f.Min) {
+		fail("min %v is above max %v", f.Min, f.Max)
+		return errs
+	}
+	if f.Default != nil {
+		if err := f.Check(f.Default); err != nil {
+			fail("default %v: %v", f.Default, err)
+		}
+	}
+	return errs
+}
+
+// Check reports a value of the field's Go type outside its bounds (Min,
+// Max, MaxLen); the error does not name the field.
+func (f Field) Check(v any) error {
+	switch x := v.(type) {
+	case string:
+		if f.MaxLen > 0 && len(x) > f.MaxLen {
+			return fmt.Errorf("%d bytes exceed max_len %d", len(x), f.MaxLen)
+		}
+	case int64, float64:
+		if f.Min != nil && f.Type.less(v, f.Min) {
+			return fmt.Errorf("%v is below min %v", v, f.Min)
+		}
+		if f.Max != nil && f.Type.less(f.Max, v) {
+			return fmt.Errorf("%v is above max %v", v, f.Max)
+		}
+	}
+	return nil
+}
+
+// less compares two values of an int or float type.
+func (t FieldType) less(a, b any) bool {
+	if t == TypeInt {
+		return a.(int64) < b.(int64)
+	}
+	return a.(float64) < b.(float64)
 }
 
 func (f Field) defaultValue() any {

@@ -77,6 +77,7 @@ type evalState struct {
 type compiledRoute struct {
 	when, member, score, base *vm.Program // when, base: nil when absent
 	memberSrc                 string
+	maxKey                    int      // Schema.MaxKeyLen: longest member and dims value; 0: no limit
 	needScore                 bool     // some board has no sort factors
 	sortNames                 []string // sorted factor names
 	sort                      []*vm.Program
@@ -161,7 +162,8 @@ func newTopicRouter(s *Schema) *topicRouter {
 // Every error is a *PermanentError: no_route (no route for the topic),
 // validation (a field of the wrong Go type in ev.Fields), expression (a
 // run-time failure or a result of the wrong type), no_member (an empty
-// member) or out_of_range (a non-finite score, or a value or base outside
+// member), validation (a member or dims value longer than the schema's
+// MaxKeyLen) or out_of_range (a non-finite score, or a value or base outside
 // int64 or the board's exact range, or a sort factor outside its bits).
 // An event no route's When accepts gives no updates and no error.
 func (r *Router) Route(ev *Event) ([]Update, error) {
@@ -248,6 +250,9 @@ func (cr *compiledRoute) eval(st *evalState, ev *Event, dst []Update) ([]Update,
 	if member == "" {
 		return dst, permanent(ReasonNoMember, "empty member from %q", cr.memberSrc)
 	}
+	if cr.maxKey > 0 && len(member) > cr.maxKey {
+		return dst, permanent(ReasonValidation, "member from %q: %d bytes exceed max_key_len %d", cr.memberSrc, len(member), cr.maxKey)
+	}
 	var score, base number
 	if cr.needScore {
 		if score, err = cr.number(st, cr.score, "score"); err != nil {
@@ -278,6 +283,10 @@ func (cr *compiledRoute) eval(st *evalState, ev *Event, dst []Update) ([]Update,
 			u.Dims = make([]string, len(rb.dims))
 			for i, d := range rb.dims {
 				u.Dims[i] = dimString(st.env[d])
+				if cr.maxKey > 0 && len(u.Dims[i]) > cr.maxKey {
+					return dst, permanent(ReasonValidation, "board %q: dims field %q: %d bytes exceed max_key_len %d",
+						rb.b.Name, d, len(u.Dims[i]), cr.maxKey)
+				}
 			}
 		}
 		if len(rb.b.Sort) > 0 {

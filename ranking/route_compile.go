@@ -27,7 +27,7 @@ func compileRoute(rt Route, s *Schema, boards map[string]*Board, codecs map[stri
 		}
 		return p
 	}
-	cr := &compiledRoute{memberSrc: rt.Member}
+	cr := &compiledRoute{memberSrc: rt.Member, maxKey: s.MaxKeyLen}
 	if rt.When != "" {
 		cr.when = compile("when", rt.When, kindBool)
 	}

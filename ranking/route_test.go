@@ -141,13 +141,15 @@ func TestRouteErrors(t *testing.T) {
 		Route{Topic: "game", When: "ok", Member: "player", Score: "level % (level - 1)", Boards: []string{"anchor_total"}},
 		Route{Topic: "game", When: "!ok && level == 1", Member: "player", Score: "x * 100", Boards: []string{"ratio"}},
 		Route{Topic: "game", When: "!ok && level == 2", Member: "player", Score: "x / 0", Boards: []string{"ratio"}},
+		Route{Topic: "game", When: "!ok && level == 3", Member: "player", Score: "x", Boards: []string{"anchor_total"}},
 	)
 	tests := []struct {
 		name, topic, value, reason, errPart string
 	}{
 		{"empty member", "gift", `{"coins":5}`, ReasonNoMember, `"anchor_id"`},
 		{"value above the board range", "gift", `{"anchor_id":"a","coins":9007199254740991}`, ReasonOutOfRange, "anchor_hot_30m"},
-		{"negative value beyond the range", "gift", `{"anchor_id":"a","coins":-9007199254740991}`, ReasonOutOfRange, "outside"},
+		// gift coins have min 0: a negative value comes from a schema without bounds
+		{"negative value beyond the range", "game", `{"player":"p","level":3,"x":-9007199254740991}`, ReasonOutOfRange, "outside"},
 		{"sort factor beyond its bits", "game", `{"player":"p","vip":16}`, ReasonOutOfRange, `"vip"`},
 		{"negative sort factor", "game", `{"player":"p","clear_ms":-1}`, ReasonOutOfRange, "clear_ms"},
 		{"runtime error", "game", `{"player":"p","ok":true,"level":1}`, ReasonExpression, "divide by zero"},
