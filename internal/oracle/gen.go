@@ -42,11 +42,13 @@ func (o GenOptions) withDefaults() GenOptions {
 // calls.
 //
 // Each event has a unique MsgID (of [0-9a-z] only, so that byte order and any
-// collation agree) and feeds 1-4 distinct boards, one update each, all at the
+// collation agree) and feeds 1-5 distinct boards, one update each, all at the
 // event's time. Members come from a small skewed pool (with bytes that need
 // escaping or are not ASCII) and values are small, so repeats and equal
 // values are common; sometimes events reuse a recent event's time exactly,
-// so equal tie times are common too. Sum deltas are sometimes zero or
+// so equal tie times are common too. Updates of base boards mostly carry a
+// base: small, or a publish time in seconds (hot news). Sort boards get
+// values packed from small factors. Sum deltas are sometimes zero or
 // negative, except on keep_top boards where they are only rarely (then out
 // of range); rarely a value sits at or beyond the board's range. Event time
 // advances with jitter: most events lag the clock by less than any grace
@@ -227,7 +229,7 @@ var (
 func (g *gen) event(i int, t time.Time) []ranking.Update {
 	msg := g.id + "e" + strconv.Itoa(i)
 	k := 1
-	for k < 4 && k < len(g.boards) && g.chance(0.45) {
+	for k < 5 && k < len(g.boards) && g.chance(0.5) {
 		k++
 	}
 	picked := g.rng.Perm(len(g.boards))[:k]
@@ -249,6 +251,11 @@ func (g *gen) event(i int, t time.Time) []ranking.Update {
 		}
 		if gb.b.HasBase && g.chance(0.8) {
 			u.Base, u.HasBase = 100+g.rng.Int64N(100), true
+			if g.chance(0.25) {
+				// hot news: the item's publish time in seconds, up to a day
+				// before the event
+				u.Base = t.Unix() - g.rng.Int64N(86400)
+			}
 		}
 		ups = append(ups, u)
 	}
@@ -359,11 +366,13 @@ func flatten(events [][]ranking.Update) []ranking.Update {
 }
 
 // Boards returns a representative set of boards for exactness tests: every
-// window, aggregate, order and tiebreak; dims; a multi-factor sort key;
-// keep_top; base; 1ms, 1s and 1m tie units; zones UTC, Asia/Shanghai and
-// America/New_York (with a DST switch in Workload's default span); grace 5m
-// and 30m; a total board whose tie range ends inside the default span.
-// Retention is long enough that no period expires during a test.
+// window, aggregate, order and tiebreak; dims; multi-factor sort keys (max
+// on a periodic board, last on a total board); keep_top; base on a total
+// board and on a periodic keep_top board with ties (hot news); 1ms, 1s and
+// 1m tie units; zones UTC, Asia/Shanghai and America/New_York (with a DST
+// switch in Workload's default span); grace 5m and 30m; a total board whose
+// tie range ends inside the default span. Retention is long enough that no
+// period expires during a test.
 func Boards() []*ranking.Board {
 	utc := time.UTC
 	sh := mustZone("Asia/Shanghai")
@@ -422,6 +431,19 @@ func Boards() []*ranking.Board {
 	base := total("base_total")
 	base.HasBase = true
 
+	// Hot news per day: a member starts at its base the first time it
+	// appears in each period; only the top 5 stay in the sorted set.
+	hotDay := periodic("hot_day", "1d", sh, 5*time.Minute)
+	hotDay.HasBase, hotDay.KeepTop, hotDay.Tiebreak = true, 5, ranking.TieFirst
+
+	// The latest stats of a player, ranked by level, then fewest deaths.
+	statsLast := total("stats_last")
+	statsLast.Aggregate, statsLast.Tiebreak = ranking.AggLast, ranking.TieLast
+	statsLast.Sort = []ranking.SortField{
+		{Name: "level", Order: ranking.Desc, Bits: 6},
+		{Name: "deaths", Order: ranking.Asc, Bits: 10},
+	}
+
 	// 1m ties over a 10-day horizon take 14 bits: offsets up to 16383
 	// minutes, until 2026-03-12 09:03 UTC.
 	firstTotal := total("first_total")
@@ -432,7 +454,7 @@ func Boards() []*ranking.Board {
 	week.WeekStart, week.Tiebreak = time.Sunday, ranking.TieLast
 
 	return []*ranking.Board{totalSum, zone30, bestDay, fastDay, last1h, roll7d, roll90m, top5, clearDay,
-		base, firstTotal, week}
+		base, firstTotal, week, hotDay, statsLast}
 }
 
 func mustZone(name string) *time.Location {

@@ -455,14 +455,43 @@ func TestWorkload(t *testing.T) {
 
 	// The workload reaches every status on the boards where it can occur.
 	o := New(boards)
+	byName := map[string]*ranking.Board{}
+	for _, b := range boards {
+		byName[b.Name] = b
+	}
 	count := map[string]map[ranking.Status]int{}
+	kinds := map[string]int{} // applied updates per kind of board
 	for _, call := range a {
 		for i, s := range o.Apply(call) {
-			b := call[i].Board
+			u := call[i]
+			b := u.Board
 			if count[b] == nil {
 				count[b] = map[ranking.Status]int{}
 			}
 			count[b][s]++
+			if s != applied {
+				continue
+			}
+			bd := byName[b]
+			if bd.HasBase && u.HasBase {
+				kinds["base "+bd.Window.String()]++
+				if bd.KeepTop > 0 {
+					kinds["base keep_top"]++
+				}
+				if u.Base > 1e9 {
+					kinds["base publish time"]++
+				}
+			}
+			if len(bd.Sort) > 0 {
+				kinds["sort "+bd.Aggregate.String()]++
+			}
+		}
+	}
+	// Base (hot news) and multi-factor sort boards are covered in every
+	// form the config allows them.
+	for _, k := range []string{"base total", "base periodic", "base keep_top", "base publish time", "sort max", "sort last"} {
+		if kinds[k] < 20 {
+			t.Errorf("%d applied updates of kind %q, want at least 20 (all: %v)", kinds[k], k, kinds)
 		}
 	}
 	for _, b := range boards {
@@ -474,7 +503,7 @@ func TestWorkload(t *testing.T) {
 			t.Errorf("%s: no late update: %v", b.Name, c)
 		}
 	}
-	for _, name := range []string{"top5_day", "clear_day", "first_total"} {
+	for _, name := range []string{"top5_day", "clear_day", "first_total", "hot_day", "stats_last"} {
 		if count[name][oor] == 0 {
 			t.Errorf("%s: no out-of-range update: %v", name, count[name])
 		}
