@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -287,6 +288,37 @@ func (s *Store) Switch(ctx context.Context, token string, g int, boards []string
 	}
 	_, err := s.Generations(ctx)
 	return err
+}
+
+// PendingDrops returns, per board, the generations left to delete: the
+// old active generation of every switch and the builds of replays that
+// died, until MarkDropped.
+func (s *Store) PendingDrops(ctx context.Context) (map[string][]int, error) {
+	v, err := s.gens(ctx, "pending")
+	if err != nil {
+		return nil, fmt.Errorf("reading generations to delete: %w", err)
+	}
+	flat, _ := v.([]any)
+	out := map[string][]int{}
+	for i := 0; i+1 < len(flat); i += 2 {
+		b, _ := flat[i].(string)
+		list, _ := flat[i+1].(string)
+		for _, g := range strings.Split(list, ",") {
+			if n, err := strconv.Atoi(g); err == nil && !slices.Contains(out[b], n) {
+				out[b] = append(out[b], n)
+			}
+		}
+	}
+	return out, nil
+}
+
+// MarkDropped records that generation g of board is deleted. The replay
+// lock must be held by token.
+func (s *Store) MarkDropped(ctx context.Context, token, board string, g int) error {
+	if _, err := s.gens(ctx, "dropped", token, board, strconv.Itoa(g)); err != nil {
+		return lockErr("recording a deleted generation", err)
+	}
+	return nil
 }
 
 func lockErr(what string, err error) error {

@@ -101,9 +101,18 @@ func TestGenerations(t *testing.T) {
 	if got := top("a", []string{"z1"}); got != before {
 		t.Fatalf("gen 1 board a = %s, want %s", got, before)
 	}
+	if p, err := s.PendingDrops(ctx); err != nil || fmt.Sprint(p) != "map[a:[0]]" {
+		t.Fatalf("pending drops after the switch = %v, %v; want a: [0]", p, err)
+	}
 	n, err := s.DropGeneration(ctx, 0, []string{"a"}, 2)
 	if err != nil || n == 0 {
 		t.Fatalf("DropGeneration = %d, %v", n, err)
+	}
+	if err := s.MarkDropped(ctx, "tok", "a", 0); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s.PendingDrops(ctx); err != nil || len(p) != 0 {
+		t.Fatalf("pending drops after MarkDropped = %v, %v; want none", p, err)
 	}
 	if keys, _ := rdb.Keys(ctx, prefix+":{a|*").Result(); len(keys) != 0 {
 		t.Fatalf("gen 0 keys of a left: %v", keys)
@@ -145,5 +154,8 @@ func TestGenerations(t *testing.T) {
 	g3, stale, err := s.BeginBuild(ctx, "tok3", []string{"b"})
 	if err != nil || g3 != g2+1 || stale["b"] != g2 {
 		t.Fatalf("BeginBuild after a dead build = %d, %v, %v; want %d, stale b=%d", g3, stale, err, g2+1, g2)
+	}
+	if p, err := s.PendingDrops(ctx); err != nil || fmt.Sprint(p["b"]) != fmt.Sprint([]int{g2}) {
+		t.Fatalf("pending drops after a dead build = %v, %v; want b: [%d]", p, err, g2)
 	}
 }

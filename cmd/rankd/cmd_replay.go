@@ -335,14 +335,20 @@ func (r *replayRun) run(ctx context.Context) error {
 	}
 	r.log.Info("switched to the new generation", "generation", gen)
 
-	// Drop the old generations (and builds of replays that died).
+	// Drop the old generations: this switch's, the builds of replays that
+	// died, and what earlier replays did not get to delete (killed after
+	// their switch). The gens hash keeps the list until each is deleted.
+	_ = stale // recorded in the gens hash by BeginBuild
+	pending, err := store.PendingDrops(ctx)
+	if err != nil {
+		return fmt.Errorf("switched to generation %d, but %w", gen, err)
+	}
 	drops := map[int][]string{}
-	for _, name := range r.boards {
-		if g := before[name].Active; g != gen {
-			drops[g] = append(drops[g], name)
-		}
-		if g, ok := stale[name]; ok && g != gen {
-			drops[g] = append(drops[g], name)
+	for name, gs := range pending {
+		for _, g := range gs {
+			if g != gen && r.cfg.Board(name) != nil {
+				drops[g] = append(drops[g], name)
+			}
 		}
 	}
 	deleted := 0
@@ -355,8 +361,14 @@ func (r *replayRun) run(ctx context.Context) error {
 				n, err := store.DropGeneration(ctx, g, names, 200)
 				deleted += n
 				if err != nil {
-					return fmt.Errorf("switched to generation %d, but deleting generation %d failed (run the replay's cleanup again or delete keys %s:g%d:*): %w",
-						gen, g, r.cfg.Redis.Prefix, g, err)
+					return fmt.Errorf("switched to generation %d, but deleting generation %d failed (the next replay deletes it): %w", gen, g, err)
+				}
+			}
+		}
+		for g, names := range drops {
+			for _, name := range names {
+				if err := store.MarkDropped(ctx, token, name, g); err != nil {
+					return fmt.Errorf("switched to generation %d: %w", gen, err)
 				}
 			}
 		}

@@ -2,6 +2,8 @@
 -- One hash, KEYS[1] = <prefix>:gens, with fields
 --   a:<board>  the generation readers and writers use (absent: 0)
 --   b:<board>  the generation a replay is building (absent: none)
+--   d:<board>  generations of the board left to delete (comma list): the old
+--              active one at a switch, a dead replay's build at the next build
 --   next       the last generation number handed out
 --   lock       "<token>|<expires ms>" of the replay that builds
 -- Generations being built count only while the lock is held: a replay that
@@ -13,8 +15,11 @@
 --   unlock token              -> 1 when released
 --   build token board...      -> {new generation, board, previous b: (or -1), ...}; sets
 --                                b:<board> for each (the previous ones are left to the caller to drop)
---   switch token gen board... -> 1; a:<board> = gen, b:<board> removed, for each
---                                board whose b: is gen (error when the lock is not ours)
+--   switch token gen board... -> 1; a:<board> = gen, b:<board> removed, the old
+--                                a: added to d:, for each board whose b: is gen
+--                                (error when the lock is not ours)
+--   pending                   -> flat list: board, d: list
+--   dropped token board gen   -> 1; gen removed from d:<board>
 local key = KEYS[1]
 local op = ARGV[1]
 local t = redis.call('TIME')
@@ -27,6 +32,12 @@ local function holder()
   local exp = tonumber(string.sub(l, sep + 1))
   if exp <= now then return nil, 0 end
   return string.sub(l, 1, sep - 1), exp
+end
+
+local function pend(board, g)
+  local f = 'd:' .. board
+  local cur = redis.call('HGET', key, f)
+  if cur then redis.call('HSET', key, f, cur .. ',' .. g) else redis.call('HSET', key, f, g) end
 end
 
 local function mine(token)
@@ -73,6 +84,7 @@ elseif op == 'build' then
     local old = redis.call('HGET', key, 'b:' .. ARGV[i])
     out[#out + 1] = ARGV[i]
     out[#out + 1] = old or '-1'
+    if old then pend(ARGV[i], old) end
     redis.call('HSET', key, 'b:' .. ARGV[i], g)
   end
   return out
@@ -82,9 +94,32 @@ elseif op == 'switch' then
   for i = 4, #ARGV do
     local b = ARGV[i]
     if redis.call('HGET', key, 'b:' .. b) == g then
+      pend(b, redis.call('HGET', key, 'a:' .. b) or '0')
       redis.call('HSET', key, 'a:' .. b, g)
       redis.call('HDEL', key, 'b:' .. b)
     end
+  end
+  return 1
+elseif op == 'pending' then
+  local all = redis.call('HGETALL', key)
+  local out = {}
+  for i = 1, #all, 2 do
+    if string.sub(all[i], 1, 2) == 'd:' then
+      out[#out + 1] = string.sub(all[i], 3)
+      out[#out + 1] = all[i + 1]
+    end
+  end
+  return out
+elseif op == 'dropped' then
+  local e = mine(ARGV[2]); if e then return e end
+  local f = 'd:' .. ARGV[3]
+  local cur = redis.call('HGET', key, f)
+  if cur then
+    local left = {}
+    for g in string.gmatch(cur, '[^,]+') do
+      if g ~= ARGV[4] then left[#left + 1] = g end
+    end
+    if #left == 0 then redis.call('HDEL', key, f) else redis.call('HSET', key, f, table.concat(left, ',')) end
   end
   return 1
 end
