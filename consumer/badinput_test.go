@@ -96,6 +96,7 @@ func TestBadInput(t *testing.T) {
 	// The dead-letter topic holds exactly the bad messages.
 	t.Logf("%d messages produced, %d of them bad", len(msgs), len(want))
 	got := map[origin]string{}
+	lateBoards := map[origin]string{} // the boards header of late dead letters
 	for _, m := range readAll(t, f.broker.Addrs(), f.dlq, len(want)) {
 		h := map[string]string{}
 		for _, x := range m.Headers {
@@ -109,6 +110,9 @@ func TestBadInput(t *testing.T) {
 		}
 		o := origin{h[HeaderTopic], off}
 		got[o] = h[HeaderReason]
+		if h[HeaderReason] == ranking.ReasonLate {
+			lateBoards[o] = h[HeaderBoards]
+		}
 		if h[HeaderReason] == ranking.ReasonTooLarge {
 			if len(m.Value) != 0 || h[HeaderTruncated] != strconv.Itoa(len(big)) {
 				t.Errorf("too_large dead letter: value of %d bytes, truncated header %q; want none and %d", len(m.Value), h[HeaderTruncated], len(big))
@@ -141,6 +145,19 @@ func TestBadInput(t *testing.T) {
 	}
 	if f.metricSum("rankd_sink_late_total") == 0 || f.metricSum("rankd_sink_duplicates_total") == 0 {
 		t.Error("late or duplicate updates not counted")
+	}
+	// Both copies of the late message name the same boards; its updates are
+	// counted late once, not again for the duplicate.
+	var lateHdr []string
+	for o, b := range lateBoards {
+		if names[o] == "late" || names[o] == "duplicate of the late one" {
+			lateHdr = append(lateHdr, b)
+		}
+	}
+	if len(lateHdr) != 2 || lateHdr[0] != lateHdr[1] || !strings.Contains(lateHdr[0], "anchor_hot_30m") {
+		t.Errorf("boards headers of the late message and its duplicate = %q, want two equal lists naming anchor_hot_30m", lateHdr)
+	} else if n := float64(len(strings.Split(lateHdr[0], ","))); f.metricSum("rankd_sink_late_total") != n {
+		t.Errorf("rankd_sink_late_total = %v, want %v (the late message's boards, once)", f.metricSum("rankd_sink_late_total"), n)
 	}
 
 	// The worker is still there: a message produced now is applied.
