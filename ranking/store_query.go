@@ -39,19 +39,29 @@ func (s *Store) resolve(st *boardState, period string) (Period, error) {
 	return p, nil
 }
 
-// zkey returns the visible sorted set of a board+dims and period; for rolling
-// boards it first makes sure the rolling board is complete.
-func (s *Store) zkey(ctx context.Context, st *boardState, tag string, p Period) (string, error) {
+// zkey returns the visible sorted set of a board+dims and period. For a
+// rolling board whose period p has started it first completes S(p) (rolls
+// over itself or waits for the process that does), so that reading the
+// current period is exact even if the rollover timer is late. A period that
+// has not started is only read, never prefilled (unless prefill is set):
+// partial then reports that the timer's prefill of S(p) has not run, so
+// members carried from S(p-1) may be missing.
+func (s *Store) zkey(ctx context.Context, st *boardState, tag string, p Period, prefill bool) (key string, partial bool, err error) {
 	switch st.b.Window {
 	case WindowTotal:
-		return Key(s.prefix, tag, "t", "all"), nil
+		return Key(s.prefix, tag, "t", "all"), false, nil
 	case WindowPeriodic:
-		return Key(s.prefix, tag, "p", p.ID), nil
+		return Key(s.prefix, tag, "p", p.ID), false, nil
+	}
+	key = Key(s.prefix, tag, "r", p.ID)
+	if !prefill && p.Start.After(s.now()) {
+		done, err := s.prefilled(ctx, tag, p)
+		return key, !done, err
 	}
 	if err := s.ensureRolled(ctx, st, tag, p); err != nil {
-		return "", err
+		return "", false, err
 	}
-	return Key(s.prefix, tag, "r", p.ID), nil
+	return key, false, nil
 }
 
 func (s *Store) checkDims(st *boardState, dims []string) error {
@@ -65,9 +75,11 @@ func (s *Store) checkDims(st *boardState, dims []string) error {
 var ErrBadDims = errors.New("bad dims")
 
 // Entries returns the whole visible board (for rolling boards S(k)) of one
-// dims and period ("current", "previous" or an id), in rank order.
+// dims and period ("current", "previous" or an id), in rank order. It reads
+// every member, for checks and tools rather than the API, and it completes
+// the prefill of a rolling period even before the period starts.
 func (s *Store) Entries(ctx context.Context, board string, dims []string, period string) ([]Entry, error) {
-	v, err := s.open(ctx, board, dims, period)
+	v, err := s.openFull(ctx, board, dims, period, true)
 	if err != nil {
 		return nil, err
 	}
@@ -133,10 +145,13 @@ type Page struct {
 	Count   int64 // members of the board (keep_top: also those trimmed from the set)
 	Entries []Entry
 	// Complete is false on a keep_top board whose sorted set was trimmed:
-	// members exist beyond it that no page lists.
+	// members exist beyond it that no page lists; and on a rolling period
+	// that has not started, read before the rollover timer prefilled it:
+	// members carried over from the period before are missing.
 	Complete bool
 	// RankApprox is true when some ranks are lower bounds: a keep_top member
-	// outside the set, or a dense walk that hit its cap.
+	// outside the set, a dense walk that hit its cap (see WithDenseBudget),
+	// or entries of a rolling period read before its prefill.
 	RankApprox bool
 }
 
@@ -174,9 +189,18 @@ type view struct {
 	dims []string
 	p    Period
 	key  string
+	// partial: a rolling period that has not started and whose prefill has
+	// not run (see zkey).
+	partial bool
 }
 
 func (s *Store) open(ctx context.Context, board string, dims []string, period string) (*view, error) {
+	return s.openFull(ctx, board, dims, period, false)
+}
+
+// openFull is open; with prefill a rolling period is completed even before
+// it starts.
+func (s *Store) openFull(ctx context.Context, board string, dims []string, period string, prefill bool) (*view, error) {
 	st, err := s.board(board)
 	if err != nil {
 		return nil, err
@@ -194,11 +218,11 @@ func (s *Store) open(ctx context.Context, board string, dims []string, period st
 	if err != nil {
 		return nil, err
 	}
-	key, err := gs.zkey(ctx, st, Tag(board, dims), p)
+	key, partial, err := gs.zkey(ctx, st, Tag(board, dims), p, prefill)
 	if err != nil {
 		return nil, err
 	}
-	return &view{st: st, dims: dims, p: p, key: key, s: gs}, nil
+	return &view{st: st, dims: dims, p: p, key: key, s: gs, partial: partial}, nil
 }
 
 func (v *view) desc() bool      { return v.st.b.Order == Desc }
@@ -206,7 +230,14 @@ func (v *view) keepTop() bool   { return v.st.b.KeepTop > 0 }
 func (v *view) hashKey() string { return v.key + ":h" }
 
 func (v *view) page() Page {
-	return Page{Board: v.st.b.Name, Dims: slices.Clone(v.dims), Period: v.p, Complete: true}
+	return Page{Board: v.st.b.Name, Dims: slices.Clone(v.dims), Period: v.p, Complete: !v.partial}
+}
+
+// finish marks the ranks of a page of a partial view as lower bounds.
+func (v *view) finish(pg *Page) {
+	if v.partial && len(pg.Entries) > 0 {
+		pg.RankApprox = true
+	}
 }
 
 // sizes are the queued size commands of a view.
@@ -276,12 +307,14 @@ func (s *Store) Top(ctx context.Context, board string, dims []string, period str
 	if _, pg.Count, pg.Complete, err = sz.result(); err != nil {
 		return Page{}, fmt.Errorf("reading %s: %w", v.key, err)
 	}
+	pg.Complete = pg.Complete && !v.partial
 	zs, err := rng.Result()
 	if err != nil {
 		return Page{}, fmt.Errorf("reading %s: %w", v.key, err)
 	}
 	pg.Entries = v.st.entries(zs, 1)
 	rankEntries(pg.Entries, mode, 1) // nothing ranks above the first entry
+	v.finish(&pg)
 	return pg, nil
 }
 
@@ -314,6 +347,7 @@ func (s *Store) Around(ctx context.Context, board string, dims []string, member,
 	if card, pg.Count, pg.Complete, err = sz.result(); err != nil {
 		return Page{}, fmt.Errorf("reading %s: %w", v.key, err)
 	}
+	pg.Complete = pg.Complete && !v.partial
 	var outside *Entry // keep_top member trimmed from the set
 	idx, err := pos.Result()
 	switch {
@@ -347,10 +381,11 @@ func (s *Store) Around(ctx context.Context, board string, dims []string, member,
 		pg.Entries = append(pg.Entries, *outside)
 		pg.RankApprox = true
 	}
+	v.finish(&pg)
 	if len(pg.Entries) == 0 || mode == RankRow {
 		return pg, nil
 	}
-	first, approx, err := s.valueRank(ctx, v, pg.Entries[0].Value, mode)
+	first, approx, err := s.valueRank(ctx, v, pg.Entries[0].Value, mode, false)
 	if err != nil {
 		return Page{}, err
 	}
@@ -373,7 +408,9 @@ func window(idx, n, total int64) (lo, hi int64) {
 }
 
 // Member returns a member's standing in a period and its rank in the
-// previous one. An absent member is not an error: Found is false.
+// previous one. An absent member is not an error: Found is false. A dense
+// previous rank beyond the walk's budget (WithDenseBudget) is
+// ErrTooExpensive.
 func (s *Store) Member(ctx context.Context, board string, dims []string, member, period string, mode RankMode) (MemberInfo, error) {
 	if err := mode.check(); err != nil {
 		return MemberInfo{}, err
@@ -382,7 +419,7 @@ func (s *Store) Member(ctx context.Context, board string, dims []string, member,
 	if err != nil {
 		return MemberInfo{}, err
 	}
-	cur, err := s.standing(ctx, v, member, mode, true)
+	cur, err := s.standing(ctx, v, member, mode, true, false)
 	if err != nil {
 		return MemberInfo{}, err
 	}
@@ -401,13 +438,16 @@ func (s *Store) Member(ctx context.Context, board string, dims []string, member,
 		return info, nil
 	}
 	pp := v.st.cal.Prev(v.p)
-	pkey, err := v.s.zkey(ctx, v.st, Tag(board, dims), pp)
+	pkey, partial, err := v.s.zkey(ctx, v.st, Tag(board, dims), pp, false)
 	if err != nil {
 		return MemberInfo{}, err
 	}
-	prev, err := s.standing(ctx, &view{st: v.st, dims: dims, p: pp, key: pkey}, member, mode, false)
+	prev, err := s.standing(ctx, &view{st: v.st, dims: dims, p: pp, key: pkey, partial: partial}, member, mode, false, true)
 	if err != nil {
 		return MemberInfo{}, err
+	}
+	if prev.capped {
+		return MemberInfo{}, fmt.Errorf("%w: the dense rank of %q in %s lies beyond the distinct values a read may walk", ErrTooExpensive, member, pp.ID)
 	}
 	info.PrevFound, info.PrevRank = prev.found, prev.e.Rank
 	return info, nil

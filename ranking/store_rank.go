@@ -60,6 +60,7 @@ type standing struct {
 	found  bool
 	e      Entry // Rank in the requested mode
 	approx bool
+	capped bool // the dense walk stopped at its budget (approx is set too)
 	above  *Entry
 	count  int64
 }
@@ -71,7 +72,9 @@ func (v *view) queueRank(ctx context.Context, pipe redis.Pipeliner, member strin
 	return pipe.ZRank(ctx, v.key, member)
 }
 
-func (s *Store) standing(ctx context.Context, v *view, member string, mode RankMode, withAbove bool) (standing, error) {
+// standing reads a member's place on v. withAbove also reads the member
+// ranked above it; strict marks a previous-period read (see walkCap).
+func (s *Store) standing(ctx context.Context, v *view, member string, mode RankMode, withAbove, strict bool) (standing, error) {
 	pipe := s.rdb.TxPipeline()
 	sc := pipe.ZScore(ctx, v.key, member)
 	pos := v.queueRank(ctx, pipe, member)
@@ -106,13 +109,14 @@ func (s *Store) standing(ctx context.Context, v *view, member string, mode RankM
 		return out, nil
 	}
 	out.found = true
+	out.approx = out.approx || v.partial
 	out.e = v.st.entry(member, score, row)
 	if mode != RankRow {
-		r, approx, err := s.valueRank(ctx, v, out.e.Value, mode)
+		r, capped, err := s.valueRank(ctx, v, out.e.Value, mode, strict)
 		if err != nil {
 			return out, err
 		}
-		out.e.Rank, out.approx = r, out.approx || approx
+		out.e.Rank, out.approx, out.capped = r, out.approx || capped, capped
 	}
 	if !withAbove {
 		return out, nil
@@ -138,31 +142,58 @@ func (s *Store) standing(ctx context.Context, v *view, member string, mode RankM
 }
 
 // valueRank returns the competition or dense rank of a decoded value on a
-// view's sorted set, and whether it is only a lower bound (dense walk cap).
-func (s *Store) valueRank(ctx context.Context, v *view, value int64, mode RankMode) (int64, bool, error) {
+// view's sorted set, and whether it is only a lower bound: a dense walk that
+// stopped at its cap (see WithDenseBudget).
+func (s *Store) valueRank(ctx context.Context, v *view, value int64, mode RankMode, strict bool) (int64, bool, error) {
 	if mode == RankCompetition {
-		lo, hi := "-inf", "("+scoreArg(v.st.valueStart(value))
-		if v.desc() {
-			lo, hi = scoreArg(v.st.valueEnd(value)), "+inf"
-		}
+		lo, hi := v.betterRange(value)
 		n, err := s.rdb.ZCount(ctx, v.key, lo, hi).Result()
 		if err != nil {
 			return 0, false, fmt.Errorf("counting %s: %w", v.key, err)
 		}
 		return n + 1, false, nil
 	}
+	ranks, capped, err := s.denseRanks(ctx, v, []int64{value}, strict)
+	if err != nil {
+		return 0, false, err
+	}
+	return ranks[0], capped, nil
+}
+
+// betterRange returns the ZCOUNT bounds of the scores of values strictly
+// better than value.
+func (v *view) betterRange(value int64) (lo, hi string) {
+	if v.desc() {
+		return scoreArg(v.st.valueEnd(value)), "+inf"
+	}
+	return "-inf", "(" + scoreArg(v.st.valueStart(value))
+}
+
+// denseRanks returns the dense ranks of distinct decoded values, best
+// first, with one walk (dense.lua) of at most the context's budget of steps
+// (see walkCap; DenseWalkCap without a budget). capped reports that the
+// walk stopped before the last value: the ranks it did not reach are lower
+// bounds.
+func (s *Store) denseRanks(ctx context.Context, v *view, values []int64, strict bool) (ranks []int64, capped bool, err error) {
+	steps, budget := walkCap(ctx, strict)
 	asc := 0
 	if !v.desc() {
 		asc = 1
 	}
-	res, err := denseScript.Run(ctx, s.rdb, []string{v.key}, value, v.st.codec.TieBits, asc, denseWalkCap).Int64Slice()
+	args := make([]any, 0, 3+len(values))
+	args = append(args, v.st.codec.TieBits, asc, steps)
+	for _, x := range values {
+		args = append(args, x)
+	}
+	res, err := denseScript.Run(ctx, s.rdb, []string{v.key}, args...).Int64Slice()
 	if err != nil {
-		return 0, false, fmt.Errorf("dense rank on %s: %w", v.key, err)
+		return nil, false, fmt.Errorf("dense rank on %s: %w", v.key, err)
 	}
-	if len(res) != 2 {
-		return 0, false, fmt.Errorf("dense rank on %s: script returned %v", v.key, res)
+	if len(res) != 2+len(values) {
+		return nil, false, fmt.Errorf("dense rank on %s: script returned %v", v.key, res)
 	}
-	return res[0], res[1] == 1, nil
+	budget.spend(res[0])
+	return res[2:], res[1] == 1, nil
 }
 
 // rankEntries sets the ranks of consecutive entries in mode, given the first

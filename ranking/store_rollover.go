@@ -223,6 +223,17 @@ func (s *Store) ensureRolled(ctx context.Context, st *boardState, tag string, k 
 	}
 }
 
+// prefilled reports whether S(k) of a board+dims is complete without a
+// prefill: the prefill of k has run, or the stream has no rollover state
+// (no data). It writes nothing.
+func (s *Store) prefilled(ctx context.Context, tag string, k Period) (bool, error) {
+	r, err := s.readRoll(ctx, tag)
+	if err != nil {
+		return false, fmt.Errorf("reading the rollover state of %s: %w", tag, err)
+	}
+	return !r.has || r.rolled >= k.Start.UnixMilli(), nil
+}
+
 func floorDiv(a, b int64) int64 {
 	q := a / b
 	if (a%b != 0) && ((a < 0) != (b < 0)) {

@@ -2,14 +2,11 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/rankd/rankd/ranking"
 )
@@ -20,9 +17,6 @@ const DefaultLimit = 20
 // DefaultAround is the number of members each side that /around returns
 // without n.
 const DefaultAround = 5
-
-// prevConcurrency bounds the previous-rank look-ups of one trend=1 request.
-const prevConcurrency = 8
 
 // boardJSON is one declared board in /v1/boards.
 type boardJSON struct {
@@ -107,11 +101,19 @@ func (s *server) handleTop(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	pg, err := s.store.Top(r.Context(), q.b.Name, q.dims, q.period, limit, q.mode)
+	var res pageResult
+	err = s.read(r, q.expensive(limit, false), func(ctx context.Context) error {
+		pg, err := s.store.Top(ctx, q.b.Name, q.dims, q.period, limit, q.mode)
+		if err != nil {
+			return err
+		}
+		res, err = s.pageResult(ctx, q, pg)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	return s.writePage(w, r, q, pg, "")
+	return s.writePage(w, q, res, "")
 }
 
 // handleAround serves GET /v1/boards/{board}/members/{member}/around.
@@ -125,58 +127,80 @@ func (s *server) handleAround(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	member := r.PathValue("member")
-	pg, err := s.store.Around(r.Context(), q.b.Name, q.dims, member, q.period, n, q.mode)
-	if err != nil {
-		return err
-	}
-	return s.writePage(w, r, q, pg, member)
-}
-
-func (s *server) writePage(w http.ResponseWriter, r *http.Request, q *query, pg ranking.Page, member string) error {
-	rd := s.renderer(q.b, pg.Period)
-	out := pageJSON{
-		Board: q.b.Name, Dims: dimsObject(q.b, q.dims), Period: s.renderPeriod(r.Context(), q.b, pg.Period),
-		RankMode: q.mode.String(), Member: member, Count: pg.Count, Complete: pg.Complete,
-		RankApprox: pg.RankApprox, Entries: rd.entries(pg.Entries),
-	}
-	if q.trend && q.b.Window != ranking.WindowTotal {
-		prev, err := s.prevRanks(r.Context(), q, pg)
+	var res pageResult
+	err = s.read(r, q.expensive(2*n+1, true), func(ctx context.Context) error {
+		pg, err := s.store.Around(ctx, q.b.Name, q.dims, member, q.period, n, q.mode)
 		if err != nil {
 			return err
 		}
+		res, err = s.pageResult(ctx, q, pg)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return s.writePage(w, q, res, member)
+}
+
+// pageResult is what /top and /around read from Redis.
+type pageResult struct {
+	pg    ranking.Page
+	final bool
+	prev  []*int64 // with trend=1: each entry's previous rank (nil: absent)
+}
+
+// pageResult reads the rest of a page: its period's finality and, with
+// trend=1, the previous ranks of its entries.
+func (s *server) pageResult(ctx context.Context, q *query, pg ranking.Page) (pageResult, error) {
+	res := pageResult{pg: pg, final: s.final(ctx, q.b, pg.Period)}
+	if !q.trend || q.b.Window == ranking.WindowTotal {
+		return res, nil
+	}
+	var err error
+	res.prev, err = s.prevRanks(ctx, q, pg)
+	return res, err
+}
+
+func (s *server) writePage(w http.ResponseWriter, q *query, res pageResult, member string) error {
+	pg := res.pg
+	rd := s.renderer(q.b, pg.Period)
+	out := pageJSON{
+		Board: q.b.Name, Dims: dimsObject(q.b, q.dims), Period: renderPeriod(q.b, pg.Period, res.final),
+		RankMode: q.mode.String(), Member: member, Count: pg.Count, Complete: pg.Complete,
+		RankApprox: pg.RankApprox, Entries: rd.entries(pg.Entries),
+	}
+	if res.prev != nil {
 		for i := range out.Entries {
-			out.Entries[i].PrevRank = prev[i]
-			out.Entries[i].Trend = trend(out.Entries[i].Rank, prev[i])
+			out.Entries[i].PrevRank = res.prev[i]
+			out.Entries[i].Trend = trend(out.Entries[i].Rank, res.prev[i])
 		}
 	}
 	return writeJSON(w, out)
 }
 
 // prevRanks returns each entry's rank, in the page's rank mode, in the
-// period before the page's (nil where the member was absent).
+// period before the page's (nil where the member was absent), with one
+// bounded Store.Ranks call for the whole page.
 func (s *server) prevRanks(ctx context.Context, q *query, pg ranking.Page) ([]*int64, error) {
-	prevID := q.b.Calendar().Prev(pg.Period).ID
 	out := make([]*int64, len(pg.Entries))
-	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(prevConcurrency)
-	for i, e := range pg.Entries {
-		g.Go(func() error {
-			p, err := s.store.Around(ctx, q.b.Name, q.dims, e.Member, prevID, 0, q.mode)
-			if errors.Is(err, ranking.ErrMemberNotFound) {
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("rank of %q in %s: %w", e.Member, prevID, err)
-			}
-			for _, pe := range p.Entries {
-				if pe.Member == e.Member {
-					out[i] = &pe.Rank
-				}
-			}
-			return nil
-		})
+	if len(pg.Entries) == 0 {
+		return out, nil
 	}
-	return out, g.Wait()
+	prevID := q.b.Calendar().Prev(pg.Period).ID
+	members := make([]string, len(pg.Entries))
+	for i, e := range pg.Entries {
+		members[i] = e.Member
+	}
+	ranks, err := s.store.Ranks(ctx, q.b.Name, q.dims, prevID, members, q.mode)
+	if err != nil {
+		return nil, fmt.Errorf("ranks in %s: %w", prevID, err)
+	}
+	for i, rk := range ranks {
+		if rk.Found {
+			out[i] = &rk.Rank
+		}
+	}
+	return out, nil
 }
 
 // handleMember serves GET /v1/boards/{board}/members/{member}.
@@ -186,7 +210,18 @@ func (s *server) handleMember(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	member := r.PathValue("member")
-	info, err := s.store.Member(r.Context(), q.b.Name, q.dims, member, q.period, q.mode)
+	var info ranking.MemberInfo
+	var final bool
+	err = s.read(r, q.expensive(0, true), func(ctx context.Context) error {
+		var err error
+		if info, err = s.store.Member(ctx, q.b.Name, q.dims, member, q.period, q.mode); err != nil {
+			return err
+		}
+		if info.Found {
+			final = s.final(ctx, q.b, info.Period)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
@@ -196,7 +231,7 @@ func (s *server) handleMember(w http.ResponseWriter, r *http.Request) error {
 	}
 	rd := s.renderer(q.b, info.Period)
 	out := memberJSON{
-		Board: q.b.Name, Dims: dimsObject(q.b, q.dims), Period: s.renderPeriod(r.Context(), q.b, info.Period), RankMode: q.mode.String(),
+		Board: q.b.Name, Dims: dimsObject(q.b, q.dims), Period: renderPeriod(q.b, info.Period, final), RankMode: q.mode.String(),
 		entryJSON:  rd.entry(info.Rank, member, info.Value, info.Tie),
 		RankApprox: info.RankApprox, Above: info.Above,
 		Gap: fixed(info.Gap, q.b.Decimals), GapRaw: info.Gap, Count: info.Count,

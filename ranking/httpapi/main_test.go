@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/rankd/rankd/internal/testenv"
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/httpapi"
@@ -61,7 +63,12 @@ func fixtureBoards(t *testing.T) []*ranking.Board {
 // of t's own) and an HTTP server of its API.
 func fixture(t *testing.T, opts ...httpapi.Option) (*httptest.Server, *ranking.Store) {
 	t.Helper()
-	rdb := testenv.Redis(t).Client(t)
+	return fixtureOn(t, testenv.Redis(t).Client(t), opts...)
+}
+
+// fixtureOn is fixture on the Redis of rdb.
+func fixtureOn(t *testing.T, rdb redis.UniversalClient, opts ...httpapi.Option) (*httptest.Server, *ranking.Store) {
+	t.Helper()
 	store, err := ranking.NewStore(rdb, fixtureBoards(t), ranking.WithPrefix(testenv.Prefix(t)),
 		ranking.WithClock(func() time.Time { return now }))
 	if err != nil {

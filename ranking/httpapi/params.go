@@ -48,6 +48,23 @@ func (s *server) parseQuery(r *http.Request) (*query, error) {
 	return q, nil
 }
 
+// expensiveRows is the page size beyond which previous ranks (trend=1) make
+// a read expensive.
+const expensiveRows = 100
+
+// expensive reports whether a read of q with a page of rows entries may
+// cost Redis much more than a few look-ups (see WithExpensiveLimit): a
+// dense rank walk (the page's own when walk is set: /around, /members; the
+// previous period's with trend=1), or the previous ranks of more than
+// expensiveRows entries.
+func (q *query) expensive(rows int, walk bool) bool {
+	trend := q.trend && q.b.Window != ranking.WindowTotal
+	if q.mode == ranking.RankDense {
+		return walk || trend
+	}
+	return trend && rows > expensiveRows
+}
+
 // parseDims returns the values of b.Dims from the dims parameters of a raw
 // query: name:value pairs joined by ",", in any order, possibly spread over
 // several dims parameters. Pairs are split on "," and on the first ":"
@@ -114,9 +131,10 @@ func dimsExample(b *ranking.Board) string {
 }
 
 // checkPeriod rejects a period id of a rolling board that starts after the
-// period following the current one: reading a rolling board first rolls it
-// over up to that period, and a far future id would make one request roll
-// over every period in between. Malformed ids are left to the store.
+// period following the current one: the rollover timer prefills at most
+// the next period, so a later one has nothing to show (and reads never
+// prefill a period that has not started). Malformed ids are left to the
+// store.
 func (s *server) checkPeriod(b *ranking.Board, period string) error {
 	if b.Window != ranking.WindowRolling || period == "" || period == "current" || period == "previous" {
 		return nil

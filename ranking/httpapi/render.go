@@ -24,15 +24,24 @@ type periodJSON struct {
 	Final *bool  `json:"final,omitempty"`
 }
 
-func (s *server) renderPeriod(ctx context.Context, b *ranking.Board, p ranking.Period) periodJSON {
+func renderPeriod(b *ranking.Board, p ranking.Period, final bool) periodJSON {
 	if b.Window == ranking.WindowTotal {
 		return periodJSON{ID: p.ID}
 	}
+	return periodJSON{ID: p.ID, Start: p.Start.UTC().Format(time.RFC3339), End: p.End.UTC().Format(time.RFC3339), Final: &final}
+}
+
+// final reports whether p of b is final; a failure to tell is logged and
+// reported as not final.
+func (s *server) final(ctx context.Context, b *ranking.Board, p ranking.Period) bool {
+	if b.Window == ranking.WindowTotal {
+		return false
+	}
 	final, err := s.store.Final(ctx, b.Name, p)
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
 		s.log.Warn("reading finality failed; reporting the period as not final", "board", b.Name, "period", p.ID, "err", err)
 	}
-	return periodJSON{ID: p.ID, Start: p.Start.UTC().Format(time.RFC3339), End: p.End.UTC().Format(time.RFC3339), Final: &final}
+	return final
 }
 
 // entryJSON is one ranked member.

@@ -21,8 +21,12 @@ import (
 type Option func(*config)
 
 type config struct {
-	log *slog.Logger
-	reg prometheus.Registerer
+	log        *slog.Logger
+	reg        prometheus.Registerer
+	timeout    time.Duration
+	expensive  int
+	queueWait  time.Duration
+	denseSteps int
 }
 
 // WithLogger sets the logger of store failures (default slog.Default()).
@@ -42,6 +46,12 @@ type server struct {
 	order  []*ranking.Board
 	log    *slog.Logger
 	m      *metrics
+
+	// limits.go
+	timeout    time.Duration
+	slots      chan struct{} // one per expensive read in progress
+	queueWait  time.Duration
+	denseSteps int
 }
 
 // New returns the HTTP handler of the read API and the HTML page for the
@@ -49,11 +59,13 @@ type server struct {
 // through store and nothing is cached. New panics if WithRegisterer's
 // registerer holds a conflicting collector of the same name.
 func New(store *ranking.Store, opts ...Option) http.Handler {
-	c := config{log: slog.Default()}
+	c := config{log: slog.Default(), timeout: DefaultTimeout, expensive: DefaultExpensive,
+		queueWait: DefaultQueueWait, denseSteps: DefaultDenseBudget}
 	for _, o := range opts {
 		o(&c)
 	}
-	s := &server{store: store, boards: map[string]*ranking.Board{}, order: store.Boards(), log: c.log}
+	s := &server{store: store, boards: map[string]*ranking.Board{}, order: store.Boards(), log: c.log,
+		timeout: c.timeout, slots: make(chan struct{}, c.expensive), queueWait: c.queueWait, denseSteps: c.denseSteps}
 	for _, b := range s.order {
 		s.boards[b.Name] = b
 	}
@@ -128,14 +140,23 @@ const (
 	codeInternal     = "internal"
 )
 
-// apiError is an error with its HTTP status and code.
+// apiError is an error with its HTTP status and code; msg is what the
+// client reads, cause (if any) what is logged.
 type apiError struct {
 	status int
 	code   string
 	msg    string
+	cause  error
 }
 
-func (e *apiError) Error() string { return e.msg }
+func (e *apiError) Error() string {
+	if e.cause != nil {
+		return e.msg + ": " + e.cause.Error()
+	}
+	return e.msg
+}
+
+func (e *apiError) Unwrap() error { return e.cause }
 
 func badRequest(code, msg string) error {
 	return &apiError{status: http.StatusBadRequest, code: code, msg: msg}
@@ -158,6 +179,8 @@ func classify(err error) (int, string) {
 		return http.StatusBadRequest, codeBadPeriod
 	case errors.Is(err, ranking.ErrBadLimit), errors.Is(err, ranking.ErrBadRankMode):
 		return http.StatusBadRequest, codeBadRequest
+	case errors.Is(err, ranking.ErrTooExpensive):
+		return http.StatusBadRequest, codeTooExpensive
 	case unreachable(err):
 		return http.StatusServiceUnavailable, codeUnavailable
 	}
@@ -191,13 +214,26 @@ type errorBody struct {
 	Code  string `json:"code"`
 }
 
-// writeError writes err as a JSON error response. 4xx carry the error's own
-// message; 5xx a generic one, and the error is logged (unless the client
-// went away).
+// writeError writes err as a JSON error response. 4xx and the 503s of the
+// request limits (timeout, overloaded) carry their own message; other 5xx a
+// generic one, and the error is logged (unless the client went away).
+// Timeouts are logged as warnings; overloaded answers are only counted.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, ranking.ErrTooExpensive) {
+		err = s.tooExpensive(err)
+	}
 	status, code := classify(err)
 	msg := err.Error()
-	if status >= 500 {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		msg = ae.msg
+	}
+	switch {
+	case status < 500:
+	case code == codeTimeout:
+		s.log.Warn("http request timed out", "method", r.Method, "path", r.URL.Path, "query", r.URL.RawQuery, "err", err)
+	case code == codeOverloaded:
+	default:
 		if r.Context().Err() == nil {
 			s.log.Error("http request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 		}
@@ -209,9 +245,9 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		default:
 			msg = "internal error reading the board"
 		}
-		if status == http.StatusServiceUnavailable {
-			w.Header().Set("Retry-After", "1")
-		}
+	}
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
 	}
 	body, _ := json.Marshal(errorBody{Error: msg, Code: code})
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
