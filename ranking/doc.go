@@ -30,8 +30,12 @@
 //     StatusOutOfRange and not applied. On keep_top sum boards a delta <= 0 is
 //     out of range (keep_top needs updates that never lower a member).
 //  4. Apply to member m of period j:
-//     - sum: absent -> value = base (if the board has base and the update
-//     carries one, else 0) + delta; present -> value += delta. tie = max(tie, t).
+//     - sum: absent -> value = base + delta; present -> value += delta.
+//     tie = max(tie, t). On boards with base, base is the update's Base (0
+//     when it carries none) and the member keeps the greatest base of its
+//     updates: an update with a greater base than the kept one also adds
+//     the difference. So the value is max(base) + sum(delta) whatever the
+//     order (and it never goes down through a base, as keep_top needs).
 //     - max: absent, or v > value -> value = v, tie = t; v == value -> tie =
 //     min(tie, t). min: symmetric.
 //     - last: the update with the greatest (Time, MsgID) wins: the latest

@@ -263,9 +263,12 @@ func (c *call) addEvent(s *Store, ups []Update, tags []string, idx []int) {
 			pi = len(g.periods)
 			g.pidx[p.Start.UnixMilli()] = pi
 		}
-		base := ""
-		if u.HasBase && g.st.b.HasBase {
+		base := "" // the board has no base
+		switch {
+		case g.st.b.HasBase && u.HasBase:
 			base = strconv.FormatInt(u.Base, 10)
+		case g.st.b.HasBase:
+			base = "0"
 		}
 		// period indexes are fixed up in args() once the table is final
 		c.evArgs = append(c.evArgs, g.idx, pi, u.Member, u.Value, u.Time.UnixMilli(), base)

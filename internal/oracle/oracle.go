@@ -75,6 +75,7 @@ type period struct {
 
 // cell is one member of one period.
 type cell struct {
+	base  int64 // base boards: the greatest base of the member's events
 	value int64
 	q     int64  // tie: quantized time, offset in TieUnit from the period's base
 	ms    int64  // last aggregate: exact Time (Unix ms) of the update that set value
@@ -197,22 +198,35 @@ func (o *Oracle) apply(u *ranking.Update) ranking.Status {
 	if per != nil {
 		c = per.cells[u.Member]
 	}
-	var sum int64
+	var sum, ub int64
+	newBase := false
 	if b.Aggregate == ranking.AggSum {
 		if b.KeepTop > 0 && u.Value <= 0 {
 			return ranking.StatusOutOfRange
 		}
+		// Base boards: a member's value is the greatest base of its events
+		// (0 for an event without one) plus their deltas.
 		var cur int64
+		if b.HasBase && u.HasBase {
+			ub = u.Base
+		}
 		switch {
+		case c != nil && b.HasBase && ub > c.base:
+			var ok bool
+			if cur, ok = add(c.value, ub-c.base); !ok {
+				return ranking.StatusOutOfRange
+			}
+			newBase = true
 		case c != nil:
 			cur = c.value
-		case b.HasBase && u.HasBase:
-			cur = u.Base
+		case b.HasBase:
+			cur, newBase = ub, true
 		}
 		var ok bool
 		if sum, ok = add(cur, u.Value); !ok || sum < bd.lo || sum > bd.hi {
 			return ranking.StatusOutOfRange
 		}
+
 	} else if u.Value < bd.lo || u.Value > bd.hi {
 		return ranking.StatusOutOfRange
 	}
@@ -240,6 +254,9 @@ func (o *Oracle) apply(u *ranking.Update) ranking.Status {
 		per.cells[u.Member] = c
 	} else {
 		c.update(b.Aggregate, sum, u.Value, q, u.Time.UnixMilli(), u.MsgID)
+	}
+	if newBase {
+		c.base = ub
 	}
 	return ranking.StatusApplied
 }

@@ -297,12 +297,24 @@ func TestBase(t *testing.T) {
 	}
 	checkStatus(t, o.Apply([]ranking.Update{
 		withBase(up("n", "a", 432, at(0), "1"), 1000), // absent: 1000 + 432
-		withBase(up("n", "a", 432, at(0), "2"), 5000), // present: += 432
-		up("n", "b", 432, at(0), "3"),                 // no base carried: 0 + 432
-		withBase(up("x", "a", 1, at(0), "4"), 1000),   // board without base
-	}), []ranking.Status{applied, applied, applied, applied})
-	checkBoard(t, o, "n", nil, "all", "a=1864@0", "b=432@0")
+		withBase(up("n", "a", 432, at(0), "2"), 5000), // a greater base wins: 5000 + 2*432
+		withBase(up("n", "a", 432, at(0), "3"), 3000), // a smaller one changes nothing: += 432
+		up("n", "b", 432, at(0), "4"),                 // no base carried: 0 + 432
+		withBase(up("n", "b", 1, at(0), "5"), 100),    // then one: 100 + 433
+		withBase(up("x", "a", 1, at(0), "6"), 1000),   // board without base
+	}), []ranking.Status{applied, applied, applied, applied, applied, applied})
+	checkBoard(t, o, "n", nil, "all", "a=6296@0", "b=533@0")
 	checkBoard(t, o, "x", nil, "all", "a=1@0")
+	// The same events in another order give the same board.
+	o2 := New([]*ranking.Board{b, nb})
+	o2.Apply([]ranking.Update{
+		withBase(up("n", "b", 1, at(0), "5"), 100),
+		withBase(up("n", "a", 432, at(0), "3"), 3000),
+		up("n", "b", 432, at(0), "4"),
+		withBase(up("n", "a", 432, at(0), "2"), 5000),
+		withBase(up("n", "a", 432, at(0), "1"), 1000),
+	})
+	checkBoard(t, o2, "n", nil, "all", "a=6296@0", "b=533@0")
 }
 
 func TestRange(t *testing.T) {
@@ -560,14 +572,17 @@ func TestFold(t *testing.T) {
 		v, q := us[0].u.Value, us[0].q
 		switch b.Aggregate {
 		case ranking.AggSum:
+			// base boards: the greatest base of the events (0 without one)
 			v = 0
-			if b.HasBase && us[0].u.HasBase {
-				v = us[0].u.Base
-			}
+			var base int64
 			for _, x := range us {
+				if b.HasBase && x.u.HasBase {
+					base = max(base, x.u.Base)
+				}
 				v += x.u.Value
 				q = max(q, x.q)
 			}
+			v += base
 		case ranking.AggMax, ranking.AggMin:
 			for _, x := range us {
 				if (b.Aggregate == ranking.AggMax && x.u.Value > v) || (b.Aggregate == ranking.AggMin && x.u.Value < v) {

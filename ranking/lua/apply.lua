@@ -13,7 +13,7 @@
 --          nEvents, per event: msgid, nUpdates,
 --            per update: group#, period# (-1: late, judged by the caller from
 --            the stream time of the event's partition), member, value, timeMs,
---            base ("" = none)
+--            base ("" = the board has no base; "0" for an event without one)
 -- Returns  per event a string of status digits, one per update:
 --          0 applied, 1 duplicate, 2 late, 3 out of range; a duplicate repeats
 --          the verdict of the first delivery as 4 (late) or 5 (out of range).
@@ -129,10 +129,22 @@ local function judge(g, pi, member, value, t, base, msgid)
   local agg = g.agg
   if agg == 0 then
     if g.keep > 0 and value <= 0 then return '3' end
-    local nv
-    if r.exists then nv = r.v + value elseif base ~= '' then nv = tonumber(base) + value else nv = value end
+    local nv, nb
+    if base ~= '' then
+      -- base board: the value is the greatest base of the member's events
+      -- (0 for events without one) plus their deltas, whatever their order
+      local b = tonumber(base)
+      if r.exists then
+        if r.b == nil then r.b = tonumber(call('HGET', r.zk .. ':b', member)) or 0 end
+        nv = r.v + value
+        if b > r.b then nv = nv + (b - r.b); nb = b end
+      else
+        nv, nb = b + value, b
+      end
+    elseif r.exists then nv = r.v + value else nv = value end
     if nv > g.hi or nv < g.lo then return '3' end
     r.v = nv
+    if nb ~= nil then r.b, r.bdirty = nb, true end
     if not r.exists or q > r.q then r.q = q end
   else
     if value > g.hi or value < g.lo then return '3' end
@@ -280,6 +292,7 @@ for gi, g in ipairs(G) do
         call('ZADD', r.zk, score, member)
         touch(g, r.zk, p)
         if g.keep > 0 then call('HSET', r.zk .. ':h', member, score); touch(g, r.zk .. ':h', p) end
+        if r.bdirty then call('HSET', r.zk .. ':b', member, r.b); touch(g, r.zk .. ':b', p) end
         if g.agg == 3 then
           call('HSET', r.zk .. ':lt', member, string.format('%.17g', r.lt) .. '|' .. r.lid)
           touch(g, r.zk .. ':lt', p)
@@ -290,7 +303,8 @@ for gi, g in ipairs(G) do
   end
   -- keep_top trims, expiries, meta
   for key, p in pairs(g.touched) do
-    if g.keep > 0 and string.sub(key, -2) ~= ':h' then
+    local kind = string.sub(key, -2)
+    if g.keep > 0 and kind ~= ':h' and kind ~= ':b' then
       local card = call('ZCARD', key)
       if card > g.keep then
         if g.asc == 1 then call('ZREMRANGEBYRANK', key, g.keep, -1)
