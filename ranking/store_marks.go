@@ -197,7 +197,7 @@ func (s *Store) LowWatermark(ctx context.Context, board string) (low time.Time, 
 	s.markMu.Lock()
 	marks, at := s.markCache, s.markAt
 	s.markMu.Unlock()
-	if marks == nil || time.Since(at) > genRefresh {
+	if at.IsZero() || time.Since(at) > genRefresh {
 		if marks, err = s.LastMarks(ctx); err != nil {
 			return time.Time{}, false, err
 		}

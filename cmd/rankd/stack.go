@@ -38,7 +38,11 @@ func loadConfig(path string, stderr io.Writer) (*config.Config, error) {
 // newRedis returns the client of cfg: a cluster client when redis.addrs
 // (cluster seeds) is set, else a client of redis.addr.
 func newRedis(cfg config.Redis) redis.UniversalClient {
-	opts := &redis.UniversalOptions{Password: cfg.Password, PoolSize: cfg.PoolSize}
+	// MaxRetries -1: go-redis must not resend a pipeline after a read
+	// timeout (Redis has usually run the apply scripts by then, and the
+	// resent calls would count applied messages as duplicates); rankd's
+	// own retry decides, visibly, with backoff.
+	opts := &redis.UniversalOptions{Password: cfg.Password, PoolSize: cfg.PoolSize, MaxRetries: -1}
 	if cfg.Cluster() {
 		opts.Addrs, opts.IsClusterMode = cfg.Addrs, true
 	} else {
