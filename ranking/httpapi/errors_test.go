@@ -137,7 +137,7 @@ func TestRedisFailures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer(httpapi.New(store, quiet))
+		srv := httptest.NewServer(httpapi.New(store, quiet, httpapi.WithExpensiveRate(0)))
 		t.Cleanup(srv.Close)
 		for _, path := range []string{"/v1/boards/day/top", "/v1/boards/day/members/a", "/v1/boards/day/members/a/around", "/v1/boards/r3/top"} {
 			status, body, resp := get(t, srv.URL+path)
@@ -167,7 +167,7 @@ func TestRedisFailures(t *testing.T) {
 		if err := rdb.Set(t.Context(), ranking.Key(prefix, ranking.Tag("tot", nil), "t", "all"), "x", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer(httpapi.New(store, quiet))
+		srv := httptest.NewServer(httpapi.New(store, quiet, httpapi.WithExpensiveRate(0)))
 		t.Cleanup(srv.Close)
 		status, body, _ := get(t, srv.URL+"/v1/boards/tot/top")
 		if status != 500 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/rankd/rankd/ranking"
@@ -25,7 +26,48 @@ const (
 	// DefaultDenseBudget is the number of distinct values the dense-rank
 	// walks of one request may visit in total (WithDenseBudget).
 	DefaultDenseBudget = 1000
+	// DefaultExpensiveRate is how many expensive reads an instance starts
+	// per second (WithExpensiveRate): at about 5 ms of Redis time each,
+	// at most about 2.5% of Redis goes to them however hard clients push.
+	DefaultExpensiveRate = 5.0
 )
+
+// WithExpensiveRate sets how many expensive reads are started per second
+// (default DefaultExpensiveRate, with bursts up to the expensive limit);
+// beyond it they are answered 503 overloaded at once. <= 0: no rate limit.
+// With the per-request bound this caps the share of Redis time that reads
+// can take from ingestion.
+func WithExpensiveRate(perSecond float64) Option { return func(c *config) { c.rate = perSecond } }
+
+// tokenBucket allows rate events per second, in bursts of up to burst.
+type tokenBucket struct {
+	mu     sync.Mutex
+	rate   float64
+	burst  float64
+	tokens float64
+	last   time.Time
+}
+
+func newTokenBucket(rate float64, burst int) *tokenBucket {
+	return &tokenBucket{rate: rate, burst: float64(max(burst, 1)), tokens: float64(max(burst, 1)), last: time.Now()}
+}
+
+// take takes a token if there is one.
+func (b *tokenBucket) take() bool {
+	if b.rate <= 0 {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
 
 // WithTimeout sets how long a request may spend reading Redis (default
 // DefaultTimeout; <= 0: no limit). When it runs out the request is answered
@@ -100,8 +142,14 @@ func (s *server) read(r *http.Request, expensive bool, fn func(ctx context.Conte
 	return s.limitError(ctx, r, err)
 }
 
-// acquire takes an expensive slot, waiting at most the queue wait.
+// acquire takes an expensive slot, waiting at most the queue wait, within
+// the rate of expensive reads.
 func (s *server) acquire(ctx context.Context) error {
+	if !s.bucket.take() {
+		return &apiError{status: http.StatusServiceUnavailable, code: codeOverloaded,
+			msg: fmt.Sprintf("more than %g expensive reads (rank=dense, or trend=1 on more than %d entries) per second; retry shortly",
+				s.bucket.rate, expensiveRows)}
+	}
 	select {
 	case s.slots <- struct{}{}:
 		return nil

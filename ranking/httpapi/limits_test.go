@@ -246,7 +246,7 @@ func TestBoundedCostExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(store))
+	srv := httptest.NewServer(httpapi.New(store, httpapi.WithExpensiveRate(0)))
 	t.Cleanup(srv.Close)
 
 	var most, mostUsec int64
@@ -327,7 +327,7 @@ func TestTooExpensive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(store))
+	srv := httptest.NewServer(httpapi.New(store, httpapi.WithExpensiveRate(0)))
 	t.Cleanup(srv.Close)
 	cur := newNaive(data["rev"]["20261121"], true)
 	prev := newNaive(data["rev"]["20261120"], true)
@@ -378,7 +378,7 @@ func TestTooExpensive(t *testing.T) {
 	}
 
 	// a larger budget makes the same request exact
-	big := httptest.NewServer(httpapi.New(store, httpapi.WithDenseBudget(10000)))
+	big := httptest.NewServer(httpapi.New(store, httpapi.WithDenseBudget(10000), httpapi.WithExpensiveRate(0)))
 	t.Cleanup(big.Close)
 	_, body, _, err = getBody(t, t.Context(), big.URL+"/v1/boards/rev/top?limit=3&trend=1&rank=dense")
 	if err != nil || len(body.Entries) != 3 || body.Entries[0].PrevRank == nil || *body.Entries[0].PrevRank != 3000 {
@@ -485,7 +485,7 @@ func TestTimeoutStopsRedisWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := httptest.NewServer(httpapi.New(store))
+	api := httptest.NewServer(httpapi.New(store, httpapi.WithExpensiveRate(0)))
 	t.Cleanup(api.Close)
 	for _, b := range []string{"roll", "roll2"} {
 		want := newNaive(data[b]["20261120"], true) // S(21) = P(19..21) = P(20)
@@ -510,7 +510,7 @@ func TestExpensiveLimit(t *testing.T) {
 	prefix := testenv.Prefix(t)
 	costFixture(t, rdb, prefix)
 	slow := slowStore(t, srv.Addr(), prefix, 100*time.Millisecond)
-	api := httptest.NewServer(httpapi.New(slow, httpapi.WithExpensiveLimit(1, 20*time.Millisecond),
+	api := httptest.NewServer(httpapi.New(slow, httpapi.WithExpensiveLimit(1, 20*time.Millisecond), httpapi.WithExpensiveRate(0),
 		httpapi.WithLogger(slog.New(slog.DiscardHandler))))
 	t.Cleanup(api.Close)
 

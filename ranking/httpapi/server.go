@@ -27,6 +27,7 @@ type config struct {
 	expensive  int
 	queueWait  time.Duration
 	denseSteps int
+	rate       float64
 }
 
 // WithLogger sets the logger of store failures (default slog.Default()).
@@ -52,6 +53,7 @@ type server struct {
 	slots      chan struct{} // one per expensive read in progress
 	queueWait  time.Duration
 	denseSteps int
+	bucket     *tokenBucket // expensive reads per second
 }
 
 // New returns the HTTP handler of the read API and the HTML page for the
@@ -60,12 +62,13 @@ type server struct {
 // registerer holds a conflicting collector of the same name.
 func New(store *ranking.Store, opts ...Option) http.Handler {
 	c := config{log: slog.Default(), timeout: DefaultTimeout, expensive: DefaultExpensive,
-		queueWait: DefaultQueueWait, denseSteps: DefaultDenseBudget}
+		queueWait: DefaultQueueWait, denseSteps: DefaultDenseBudget, rate: DefaultExpensiveRate}
 	for _, o := range opts {
 		o(&c)
 	}
 	s := &server{store: store, boards: map[string]*ranking.Board{}, order: store.Boards(), log: c.log,
-		timeout: c.timeout, slots: make(chan struct{}, c.expensive), queueWait: c.queueWait, denseSteps: c.denseSteps}
+		timeout: c.timeout, slots: make(chan struct{}, c.expensive), queueWait: c.queueWait, denseSteps: c.denseSteps,
+		bucket: newTokenBucket(c.rate, c.expensive)}
 	for _, b := range s.order {
 		s.boards[b.Name] = b
 	}
