@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rankd/rankd/ranking"
 )
 
 // metrics are the collectors of the package. Every constructor of the
@@ -76,7 +78,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		duplicates: counter("sink", "duplicates_total",
 			"Messages skipped because their message ID had been applied before."),
 		late: counterVec("sink", "late_total",
-			"Board updates rejected because their period was sealed, per board.", "board"),
+			"Board updates rejected as late (their partition had passed the period end plus the grace), per board; a repeated verdict of a duplicate is not counted.", "board"),
 		outOfRange: counterVec("sink", "out_of_range_total",
 			"Board updates rejected by the store as out of the board's exact range, per board.", "board"),
 		eventLag: register(reg, &errs, prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -99,7 +101,27 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	// Every known label value exists from the start at 0, so that alerts
+	// on increase() see the first failure.
+	for _, r := range ranking.Reasons() {
+		m.deadLetters.WithLabelValues(r)
+	}
+	for _, op := range []string{"fetch", "apply", "dead_letter", "commit"} {
+		m.retries.WithLabelValues(op)
+	}
 	return m, nil
+}
+
+// touchBoards makes the per-board series of boards exist at 0.
+func (m *metrics) touchBoards(boards []*ranking.Board) {
+	for _, b := range boards {
+		m.sinkUpdates.WithLabelValues(b.Name)
+		m.late.WithLabelValues(b.Name)
+		m.outOfRange.WithLabelValues(b.Name)
+		if b.Window == ranking.WindowRolling {
+			m.rollErrors.WithLabelValues(b.Name)
+		}
+	}
 }
 
 // register registers c on reg, or returns the equal collector reg already

@@ -72,6 +72,9 @@ func NewRankingSink(schemas map[string]*ranking.Schema, router *ranking.Router, 
 	if err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
+	if bs, ok := store.(interface{ Boards() []*ranking.Board }); ok {
+		m.touchBoards(bs.Boards())
+	}
 	return &RankingSink{schemas: schemas, topics: o.topics, router: router, store: store, m: m, now: o.now,
 		only: o.boards, stream: map[partitionKey]streamPos{}}, nil
 }

@@ -48,6 +48,7 @@ func RunRollover(ctx context.Context, store *ranking.Store, boards []*ranking.Bo
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
+	m.touchBoards(boards)
 	var rolling, expiring []*ranking.Board
 	for _, b := range boards {
 		if b.Window == ranking.WindowRolling {

@@ -375,7 +375,7 @@ const (
 	ReasonTooLarge = "too_large"
 	// ReasonFuture: the event time is too far ahead of the clock.
 	ReasonFuture = "future"
-	// ReasonLate: the event's period was sealed (reported by the store).
+	// ReasonLate: the stream time of the event's partition had passed its period's end plus the grace (reported by the store).
 	ReasonLate = "late"
 	// ReasonOutOfRange: a number does not fit (int64, a board's exact
 	// range, a sort factor's bits).
@@ -388,6 +388,14 @@ const (
 	// ReasonNoRoute: no route is declared for the event's topic.
 	ReasonNoRoute = "no_route"
 )
+// Reasons returns every dead-letter reason of decoding and routing, and of
+// the store's verdicts, in a fixed order (for metrics that must exist from
+// the start).
+func Reasons() []string {
+	return []string{ReasonDecode, ReasonValidation, ReasonTooLarge, ReasonFuture, ReasonLate,
+		ReasonOutOfRange, ReasonNoMember, ReasonExpression, ReasonNoRoute}
+}
+
 
 // PermanentError is an error that retrying cannot fix: the message is
 // dead-lettered with Reason and its offset committed.

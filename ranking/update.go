@@ -35,7 +35,7 @@ const (
 	StatusApplied Status = iota
 	// StatusDuplicate: its event had been applied before; nothing changed.
 	StatusDuplicate
-	// StatusLate: its period was sealed (stream time past end + grace).
+	// StatusLate: its partition's stream time had passed the period's end + grace.
 	StatusLate
 	// StatusOutOfRange: the value or tie time would leave the exact range.
 	StatusOutOfRange
