@@ -388,6 +388,7 @@ const (
 	// ReasonNoRoute: no route is declared for the event's topic.
 	ReasonNoRoute = "no_route"
 )
+
 // Reasons returns every dead-letter reason of decoding and routing, and of
 // the store's verdicts, in a fixed order (for metrics that must exist from
 // the start).
@@ -395,7 +396,6 @@ func Reasons() []string {
 	return []string{ReasonDecode, ReasonValidation, ReasonTooLarge, ReasonFuture, ReasonLate,
 		ReasonOutOfRange, ReasonNoMember, ReasonExpression, ReasonNoRoute}
 }
-
 
 // PermanentError is an error that retrying cannot fix: the message is
 // dead-lettered with Reason and its offset committed.
