@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rankd/rankd/ranking"
 )
@@ -80,34 +81,101 @@ func (v *devView) rate() string {
 	return fmt.Sprintf("%d events sent (%.0f/s)", n, float64(n)/time.Since(v.start).Seconds())
 }
 
-// drawScreen clears the terminal and draws the banner and the boards.
+// drawScreen clears the terminal and draws the banner and the boards,
+// fitted to the terminal's size (80×24 when it cannot be read).
 func (v *devView) drawScreen(ctx context.Context) {
-	var sb strings.Builder
-	sb.WriteString("\x1b[H\x1b[2J")
-	for _, l := range v.banner {
-		sb.WriteString(l + "\n")
+	cols, rows, ok := termSize(v.out)
+	if !ok {
+		cols, rows = 80, 24
 	}
-	fmt.Fprintf(&sb, "\n%s · %s\n", time.Now().Format("15:04:05"), v.rate())
-	for _, b := range v.boards {
-		page, err := v.top(ctx, b, devTopN)
-		fmt.Fprintf(&sb, "\n%s: %s\n", b.Name, b.Title)
-		if err != nil {
-			if ctx.Err() != nil {
+	n, shown := devLayout(rows, len(v.banner), len(v.boards))
+	var pages []devBoard
+	for _, b := range v.boards[:shown] {
+		db := devBoard{b: b}
+		if n > 0 {
+			db.page, db.err = v.top(ctx, b, n)
+			if db.err != nil && ctx.Err() != nil {
 				return
 			}
-			fmt.Fprintf(&sb, "  (%v)\n", err)
+		}
+		pages = append(pages, db)
+	}
+	status := time.Now().Format("15:04:05") + " · " + v.rate()
+	if shown < len(v.boards) {
+		status += fmt.Sprintf(" · %d more boards (a taller terminal shows them)", len(v.boards)-shown)
+	}
+	_, _ = io.WriteString(v.out, "\x1b[H\x1b[2J"+devScreen(v.banner, status, pages, n, cols))
+}
+
+// devBoard is one board's top as the dev screen shows it.
+type devBoard struct {
+	b    *ranking.Board
+	page ranking.Page
+	err  error
+}
+
+// Lines of the dev screen besides the banner and the boards: a blank line
+// and the status line, a blank line and "Ctrl-C to stop".
+const devFixedLines = 4
+
+// devLayout returns how many members per board (n, at most devTopN) and
+// how many boards fit in rows, below a banner of banner lines: each board
+// takes a blank line, its title, its period line, the table header and n
+// rows. The banner (with the URLs) and the status lines always stay.
+func devLayout(rows, banner, boards int) (n, shown int) {
+	free := rows - banner - devFixedLines
+	const perBoard = 4 // blank, title, period, header
+	for shown = boards; shown > 0; shown-- {
+		n = min(devTopN, free/shown-perBoard)
+		if n >= 1 {
+			return n, shown
+		}
+	}
+	return 0, 0
+}
+
+// devScreen renders the screen: every line cut to cols.
+func devScreen(banner []string, status string, boards []devBoard, n, cols int) string {
+	var lines []string
+	lines = append(lines, banner...)
+	lines = append(lines, "", status)
+	for _, db := range boards {
+		b := db.b
+		lines = append(lines, "", b.Name+": "+b.Title)
+		if db.err != nil {
+			lines = append(lines, fmt.Sprintf("  (%v)", db.err), "")
 			continue
 		}
-		fmt.Fprintf(&sb, "  period %s%s · %d members\n", page.Period.ID, periodSpan(b, page.Period), page.Count)
-		tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
+		lines = append(lines, fmt.Sprintf("  period %s%s · %d members", db.page.Period.ID, periodSpan(b, db.page.Period), db.page.Count))
+		var tb strings.Builder
+		tw := tabwriter.NewWriter(&tb, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "  #\tmember\tvalue\t\n")
-		for _, e := range page.Entries {
+		for _, e := range db.page.Entries[:min(n, len(db.page.Entries))] {
 			fmt.Fprintf(tw, "  %d\t%s\t%s\t\n", e.Rank, e.Member, formatValue(e.Value, b.Decimals))
 		}
 		_ = tw.Flush()
+		lines = append(lines, strings.Split(strings.TrimSuffix(tb.String(), "\n"), "\n")...)
 	}
-	sb.WriteString("\nCtrl-C to stop\n")
-	_, _ = io.WriteString(v.out, sb.String())
+	lines = append(lines, "", "Ctrl-C to stop")
+	for i, l := range lines {
+		r := []rune(l)
+		if len(r) <= cols {
+			continue
+		}
+		// A URL is never cut: its label goes first (a URL longer than the
+		// terminal wraps, still whole).
+		if at := strings.Index(l, "http://"); at >= 0 {
+			end := at + strings.IndexByte(l[at:]+" ", ' ')
+			if utf8.RuneCountInString(l[:end]) >= cols {
+				lines[i] = strings.TrimLeft(l[:end], " ")
+				continue
+			}
+		}
+		lines[i] = string(r[:max(cols-1, 0)]) + "…"
+	}
+	// No newline after the last line: a screen of exactly rows lines must
+	// not scroll the banner away.
+	return strings.Join(lines, "\n")
 }
 
 // drawLine writes one snapshot line: the top 3 of each board.

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package main
+
+import "io"
+
+// termSize is not known on this platform: the dev screen assumes 80×24.
+func termSize(io.Writer) (cols, rows int, ok bool) { return 0, 0, false }
