@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -61,7 +62,7 @@ func LoadBytes(name string, data []byte) (*Config, error) {
 	c.File = name
 	root, err := parse(data)
 	if err != nil {
-		l.addParseError(err)
+		l.addParseError(data, err)
 		return nil, l.err()
 	}
 	var spec spec
@@ -82,7 +83,7 @@ func parse(data []byte) (*yaml.Node, error) {
 		if err == io.EOF {
 			return nil, errors.New("empty config")
 		}
-		return nil, err
+		return nil, &syntaxError{err}
 	}
 	var more yaml.Node
 	if err := dec.Decode(&more); err != io.EOF {
@@ -108,14 +109,76 @@ type loader struct {
 
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 
-func (l *loader) addParseError(err error) {
-	e := &Error{File: l.file, Msg: err.Error()}
+// syntaxError is an error of the YAML parser on the first document.
+type syntaxError struct{ err error }
+
+func (e *syntaxError) Error() string { return e.err.Error() }
+
+func (l *loader) addParseError(data []byte, err error) {
+	e := &Error{File: l.file}
 	msg, _, _ := strings.Cut(err.Error(), "\n")
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+	e.Msg = strings.TrimPrefix(msg, "yaml: ")
+	if m := yamlLine.FindStringSubmatch(e.Msg); m != nil {
 		e.Line, _ = strconv.Atoi(m[1])
 		e.Msg = m[2]
 	}
+	if se, ok := err.(*syntaxError); ok {
+		if line, col := syntaxPos(data, se.err.Error()); line > 0 {
+			e.Line, e.Column = line, col
+		}
+	}
 	l.errs = append(l.errs, e)
+}
+
+// syntaxPos returns the 1-based line and column (in characters) of the
+// YAML syntax error msg in data, or 0, 0. yaml.v3 reports no column, and
+// its line is that of the enclosing construct, sometimes counted from 0,
+// or missing; so the position is found instead as the last character of
+// the shortest prefix of data from which on every longer prefix fails with
+// the same message: the parser reads forward, so a prefix fails the same
+// way as soon as it holds the character where the parser gave up (for an
+// unclosed quote or bracket, the opening one).
+func syntaxPos(data []byte, msg string) (line, col int) {
+	want := yamlMessage(msg)
+	fails := func(k int) bool {
+		var doc yaml.Node
+		err := yaml.NewDecoder(bytes.NewReader(data[:k])).Decode(&doc)
+		return err != nil && yamlMessage(err.Error()) == want
+	}
+	// Gallop back from the end to a prefix that does not fail so, then
+	// bisect: ok does not fail, bad fails.
+	ok, bad := len(data), len(data)
+	for step := 1; ; step *= 2 {
+		ok = max(len(data)-step, 0)
+		if !fails(ok) {
+			break
+		}
+		bad = ok
+		if ok == 0 {
+			return 0, 0
+		}
+	}
+	for bad-ok > 1 {
+		mid := (ok + bad) / 2
+		if fails(mid) {
+			bad = mid
+		} else {
+			ok = mid
+		}
+	}
+	last := bad - 1
+	start := bytes.LastIndexByte(data[:last], '\n') + 1
+	return 1 + bytes.Count(data[:start], []byte("\n")), 1 + utf8.RuneCount(data[start:last])
+}
+
+// yamlMessage is a yaml.v3 error message without its "yaml: line N: ".
+func yamlMessage(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	s = strings.TrimPrefix(s, "yaml: ")
+	if m := yamlLine.FindStringSubmatch(s); m != nil {
+		return m[2]
+	}
+	return s
 }
 
 // err returns the errors sorted by position, joined, or nil.
