@@ -333,3 +333,67 @@ func TestDefaultRetention(t *testing.T) {
 		t.Fatalf("retention 1h with grace 72h: err = %v", err)
 	}
 }
+
+// TestEveryErrorOfABoard checks that every error of a board is reported,
+// each once (issue 11: the name error of a board that failed to decode was
+// hidden, and a rolling board without periods was reported twice).
+func TestEveryErrorOfABoard(t *testing.T) {
+	for _, tt := range []struct {
+		name, old, new string
+		want           []string // every error, in order
+	}{
+		{"bad name and bad every", "name: b\n    every: 1d", "name: Hot-B\n    every: 2d", []string{
+			`t.yaml:4:11: boards[0].name: board name "Hot-B" must match [a-z0-9_]+`,
+			`t.yaml:5:12: boards[0].every: invalid period unit "2d": want whole minutes or hours below a day ("30m", "90m", "1h", "12h"), "1d" (or "24h"), "1w" or "1mo"`,
+		}},
+		{"bad name and bad window", "name: b\n", "name: Hot-B\n    window: sometimes\n", []string{
+			`t.yaml:4:11: boards[0].name: board name "Hot-B" must match [a-z0-9_]+`,
+			`t.yaml:5:13: boards[0].window: unknown value "sometimes" (want total, periodic, rolling)`,
+		}},
+		{"bad name and keep_top on rolling", "name: b\n    every: 1d", "name: Hot-B\n    every: 1d\n    window: rolling\n    periods: 3\n    keep_top: 10", []string{
+			`t.yaml:4:11: boards[0].name: board name "Hot-B" must match [a-z0-9_]+`,
+			`t.yaml:8:15: boards[0].keep_top: keep_top does not work on rolling boards (members fall as periods leave the window)`,
+		}},
+		{"missing name and bad every", "name: b\n    every: 1d", "every: 2d", []string{
+			`t.yaml:4:5: boards[0]: missing name`,
+			`t.yaml:4:12: boards[0].every: invalid period unit "2d": want whole minutes or hours below a day ("30m", "90m", "1h", "12h"), "1d" (or "24h"), "1w" or "1mo"`,
+			`t.yaml:8:14: routes[0].boards[0]: unknown board "b"`,
+		}},
+		{"name that does not decode", "name: b\n", "name: [b]\n", []string{
+			`t.yaml:4:11: boards[0].name: want a single value, got a list`,
+			`t.yaml:9:14: routes[0].boards[0]: unknown board "b"`,
+		}},
+		{"rolling without periods", "every: 1d", "every: 1d\n    window: rolling", []string{
+			`t.yaml:4:5: boards[0].periods: a rolling board needs periods >= 1, got 0`,
+		}},
+		{"rolling without periods nor every", "every: 1d", "window: rolling", []string{
+			`t.yaml:4:5: boards[0].periods: a rolling board needs periods >= 1, got 0`,
+			`t.yaml:4:5: boards[0].every: a rolling board needs every (30m, 1h, ..., 1d, 1w, 1mo)`,
+		}},
+		{"periodic without every", "every: 1d", "window: periodic", []string{
+			`t.yaml:4:5: boards[0].every: a periodic board needs every (30m, 1h, ..., 1d, 1w, 1mo)`,
+		}},
+		{"rolling without periods, sort too wide", "every: 1d", "every: 1d\n    window: rolling\n    sort:\n      - {field: a, bits: 30}\n      - {field: c, bits: 30}", []string{
+			`t.yaml:4:5: boards[0].periods: a rolling board needs periods >= 1, got 0`,
+			`t.yaml:8:7: boards[0].sort: board "b": multi-factor sort needs aggregate max, min or last, not sum`,
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if !strings.Contains(base, tt.old) {
+				t.Fatalf("base has no %q", tt.old)
+			}
+			src := strings.Replace(base, tt.old, tt.new, 1)
+			if strings.Contains(tt.new, "Hot-B") {
+				src = strings.Replace(src, "boards: [b]", "boards: [Hot-B]", 1)
+			}
+			_, err := LoadBytes("t.yaml", []byte(src))
+			var got []string
+			for _, e := range unjoin(err) {
+				got = append(got, e.Error())
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("errors\n got %q\nwant %q\nconfig:\n%s", got, tt.want, src)
+			}
+		})
+	}
+}

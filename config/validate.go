@@ -42,6 +42,7 @@ func (l *loader) validate(c *Config, s *spec) {
 	for i, b := range s.boards {
 		p := fmt.Sprintf("boards[%d]", i)
 		before := len(l.errs)
+		l.validateName(b, p)
 		if broken[p] {
 			invalid[b.Name] = true
 		} else {
@@ -135,15 +136,25 @@ func (l *loader) validateRedis(c *Config) {
 	}
 }
 
-// validateBoard checks one board and resolves its window and retention.
-func (l *loader) validateBoard(b *ranking.Board, p string) {
-	f := func(name string) string { return p + "." + name }
+// validateName checks the name of a board, also of a board that failed
+// to decode for another reason (issue 11: its name error was hidden).
+func (l *loader) validateName(b *ranking.Board, p string) {
+	for _, e := range l.errs {
+		if e.Field == p+".name" {
+			return // the name did not decode: reported already
+		}
+	}
 	switch {
 	case b.Name == "":
 		l.errorf(p, "missing name")
 	case !boardName.MatchString(b.Name):
-		l.errorf(f("name"), "board name %q must match [a-z0-9_]+", b.Name)
+		l.errorf(p+".name", "board name %q must match [a-z0-9_]+", b.Name)
 	}
+}
+
+// validateBoard checks one board and resolves its window and retention.
+func (l *loader) validateBoard(b *ranking.Board, p string) {
+	f := func(name string) string { return p + "." + name }
 	if !l.has(f("window")) && l.has(f("every")) {
 		b.Window = ranking.WindowPeriodic
 	}
@@ -196,7 +207,17 @@ func (l *loader) validateBoard(b *ranking.Board, p string) {
 		l.errorf(fmt.Sprintf("%s.sort[%d].field", p, i), "sort factor name %q is empty, repeated or not an identifier", sf.Name)
 	}
 	l.resolveRetention(b, p)
-	if _, err := ranking.NewCodec(b); err != nil {
+	// The codec's own checks of the window are reported above: check the
+	// rest of the board only (issue 11: a rolling board without periods
+	// was reported twice).
+	cb := *b
+	if cb.Window == ranking.WindowRolling && cb.Periods < 1 {
+		cb.Periods = 1
+	}
+	if cb.Window != ranking.WindowTotal && cb.Every.Kind == ranking.UnitNone {
+		return
+	}
+	if _, err := ranking.NewCodec(&cb); err != nil {
 		at := p
 		switch {
 		case len(b.Sort) > 0:
