@@ -2,8 +2,10 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -393,6 +395,44 @@ func TestEveryErrorOfABoard(t *testing.T) {
 			}
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("errors\n got %q\nwant %q\nconfig:\n%s", got, tt.want, src)
+			}
+		})
+	}
+}
+
+// TestExampleDocumentsEveryKey checks that example.yaml shows every key of
+// the kafka, redis, http and rollover sections, set or in a comment (issue
+// 11: kafka.min_bytes was accepted but undocumented).
+func TestExampleDocumentsEveryKey(t *testing.T) {
+	for _, tt := range []struct {
+		section string
+		want    string // the accepted keys, from the unknown-key error
+	}{
+		{"kafka", "batch, brokers, dead_letter_topic, future_skew, group, heartbeat_interval, max_message_bytes, max_wait, min_bytes, rebalance_timeout, session_timeout, shutdown_timeout, topics, workers"},
+		{"redis", "addr, addrs, db, dedupe_ttl, password, pool_size, prefix"},
+		{"http", "listen"},
+		{"rollover", "interval, lead"},
+	} {
+		t.Run(tt.section, func(t *testing.T) {
+			_, err := LoadBytes("t.yaml", []byte(tt.section+": {bogus: 1}\n"))
+			m := regexp.MustCompile(`unknown key "bogus" \(want ([^)]*)\)`).FindStringSubmatch(fmt.Sprint(err))
+			if m == nil || m[1] != tt.want {
+				t.Fatalf("accepted keys: %v; want %s", err, tt.want)
+			}
+			// The section: from its line to the next top-level line.
+			text := string(Example)
+			i := strings.Index(text, "\n"+tt.section+":\n")
+			if i < 0 {
+				t.Fatalf("example.yaml has no %s section", tt.section)
+			}
+			text = text[i+1:]
+			if j := regexp.MustCompile(`\n[^\s#]`).FindStringIndex(text[1:]); j != nil {
+				text = text[:j[0]+1]
+			}
+			for key := range strings.SplitSeq(m[1], ", ") {
+				if !regexp.MustCompile(`(?m)^\s+` + key + `:|#.*\b` + key + `:`).MatchString(text) {
+					t.Errorf("example.yaml does not show %s.%s", tt.section, key)
+				}
 			}
 		})
 	}
