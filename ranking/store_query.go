@@ -180,6 +180,11 @@ type MemberInfo struct {
 	Above  string
 	Period Period
 	Count  int64 // members of the board, as in Page.Count
+	// Better is the number of members with a strictly better decoded value
+	// (the competition rank - 1, whatever the mode): a lower bound when
+	// RankApprox is set on a keep_top member outside the set. See
+	// Percentile.
+	Better int64
 }
 
 // view is one resolved board+dims+period and its sorted set.
@@ -426,6 +431,15 @@ func (s *Store) Member(ctx context.Context, board string, dims []string, member,
 	info := MemberInfo{
 		Member: member, Found: cur.found, Value: cur.e.Value, Tie: cur.e.Tie, Score: cur.e.Score,
 		Rank: cur.e.Rank, RankApprox: cur.approx, Period: v.p, Count: cur.count,
+	}
+	if cur.found {
+		if mode == RankCompetition {
+			info.Better = cur.e.Rank - 1
+		} else if info.Better, _, err = s.valueRank(ctx, v, cur.e.Value, RankCompetition, false); err != nil {
+			return MemberInfo{}, err
+		} else {
+			info.Better--
+		}
 	}
 	if cur.above != nil {
 		info.Above = cur.above.Member

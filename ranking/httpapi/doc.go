@@ -4,7 +4,8 @@
 // Routes (all GET; responses carry Cache-Control: no-store):
 //
 //	/v1/boards                                   declared boards, current and previous period ids
-//	/v1/boards/{board}/top                       the first limit members
+//	/v1/boards/{board}/dims                      the board's dims values with members in a period, paged
+//	/v1/boards/{board}/top                       the first limit members, or the top percent
 //	/v1/boards/{board}/members/{member}          one member's standing and trend
 //	/v1/boards/{board}/members/{member}/around   n members each side of one member
 //	/                                            the HTML page
@@ -27,8 +28,52 @@
 //   - rank: "row" (default; 1, 2, 3, 4), "competition" (1, 2, 2, 4) or
 //     "dense" (1, 2, 2, 3); see ranking.RankMode.
 //   - limit (top): 1..1000, default 20. n (around): 0..500, default 5.
+//   - percent (top, instead of limit): the top P% of the board, P a decimal
+//     number in 0.01..100 with at most 2 decimals ("3", "0.5", "12.25"): the
+//     first ceil(count * P / 100) members in row order (members tied at the
+//     cut are cut by the sort order, as in any page), where count is the
+//     board's members (on keep_top boards the kept-scores count: the page
+//     then lists at most the keep_top members of the sorted set, with
+//     "complete": false). The count is read first (ZCARD, with HLEN on
+//     keep_top boards), then the page as for limit; the page's "count" is
+//     read again with it, so a write in between may make them differ. More
+//     than 1000 members (a page) is 400 bad_request; with limit, 400 too.
+//     The response has "percent", as given (normalised: "50.0" gives 50).
+//   - limit (dims): 1..1000, default 100. cursor (dims): the next_cursor of
+//     the previous page, absent for the first page; any other value is 400
+//     bad_request.
 //   - trend (top, around): "1" adds every entry's rank in the previous period
 //     and its trend.
+//
+// Dims values must exist: on a board with dims, /top, /around and /members
+// answer 404 unknown_dims for dims values that are not in the board's dims
+// registry (values never written, or whose data expired and was pruned;
+// one SISMEMBER), while known values with nothing in the period answer 200
+// with no entries (/members and /around: 404 not_found). A value written
+// again after its registration was pruned is registered again within a
+// minute.
+//
+// /dims answers {"board", "period", "dims": [{"dims": {name: value, ...},
+// "count": n}, ...], "next_cursor"}: the dims values (in the board's dims
+// order; {} for a board without dims) whose sorted set of the period exists,
+// each with its member count ("count" as in /top: keep_top boards count the
+// kept scores). Values come in no particular order. A page holds at most
+// limit values, possibly fewer, even none, while next_cursor is present: the
+// listing is done when a page has no next_cursor. A value present for the
+// whole listing is listed once (rarely twice, if the registry is resized
+// meanwhile); one added or removed meanwhile may or may not be. Counts of a
+// rolling board's period are read as the rollover timer built them: /dims
+// never completes a rollover, so a started period whose rollover is late
+// may show old counts or miss values.
+//
+// /members has "percentile": the share of the board's members whose value
+// is the same as or worse than the member's, in percent, rounded down to 2
+// decimals: floor(10000 * (count - better) / count) / 100, where better is
+// the number of members with a strictly better decoded value (the
+// competition rank - 1) and count the response's "count". It is 100 for the
+// best value, equal values share it, and it does not depend on rank. It is
+// exact except for a keep_top member outside the sorted set ("rank_approx":
+// true), for which it is an upper bound (better counts only the set).
 //
 // Values are decoded: an entry's "value" is the board's fixed-point value as
 // an exact decimal JSON number (raw / 10^decimals) and "raw" is the integer
@@ -46,6 +91,13 @@
 //
 //   - one range read of at most 1,001 entries (the page), and with trend=1
 //     one ZMSCORE of the page's members in the previous period;
+//   - on a board with dims, one SISMEMBER of the dims registry (/top,
+//     /around, /members); with percent, one more ZCARD (and HLEN);
+//   - /members: one ZCOUNT for the percentile (none with rank=competition);
+//   - /dims: at most 20 SSCANs of the registry (COUNT 100 each) and one
+//     ZCARD (and on keep_top boards one HLEN) for each of at most 1,000
+//     registry values looked at (500 on keep_top boards), in one pipeline
+//     per SSCAN batch;
 //   - rank=competition: one ZCOUNT for /around's first entry and /members,
 //     and with trend=1 one ZCOUNT per distinct previous value of the page
 //     (at most 1,001, in one pipeline);
@@ -69,15 +121,17 @@
 // default 2 s): when the time is up the request is answered 503 timeout and
 // its store calls are cancelled, so no further command is sent. Expensive
 // reads (rank=dense on /around and /members, and on /top with trend=1;
-// trend=1 on more than 100 entries) are served at most 2 at a time
+// trend=1 on more than 100 entries, which trend=1 with percent counts as)
+// are served at most 2 at a time
 // (WithExpensiveLimit); one that finds no slot within 100 ms is answered
 // 503 overloaded. Both 503s carry Retry-After: 1.
 //
 // # Errors
 //
-// Errors are JSON {"error": "...", "code": "..."}: 404 unknown_board and
-// not_found (member absent, unknown route), 400 bad_dims, bad_period,
-// bad_request (limit, n, rank, trend) and too_expensive (see above), 405
+// Errors are JSON {"error": "...", "code": "..."}: 404 unknown_board,
+// unknown_dims (dims values the board has no data for) and not_found
+// (member absent, unknown route), 400 bad_dims, bad_period, bad_request
+// (limit, n, rank, trend, percent, cursor) and too_expensive (see above), 405
 // method_not_allowed. Bad input never gives a 5xx: 503 "unavailable" (with
 // Retry-After) means Redis could not be reached, is loading, or a rolling
 // board is being rolled over elsewhere; 503 "timeout" and "overloaded" are

@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -101,9 +103,26 @@ func (s *server) handleTop(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	percent, err := percentParam(r)
+	if err != nil {
+		return err
+	}
+	rows := limit
+	if percent > 0 {
+		rows = ranking.MaxLimit // not known before the count is read
+	}
 	var res pageResult
-	err = s.read(r, q.expensive(limit, false), func(ctx context.Context) error {
-		pg, err := s.store.Top(ctx, q.b.Name, q.dims, q.period, limit, q.mode)
+	err = s.read(r, q.expensive(rows, false), func(ctx context.Context) error {
+		if err := s.knownDims(ctx, q); err != nil {
+			return err
+		}
+		var pg ranking.Page
+		var err error
+		if percent > 0 {
+			pg, err = s.store.TopPercent(ctx, q.b.Name, q.dims, q.period, percent, q.mode)
+		} else {
+			pg, err = s.store.Top(ctx, q.b.Name, q.dims, q.period, limit, q.mode)
+		}
 		if err != nil {
 			return err
 		}
@@ -113,7 +132,75 @@ func (s *server) handleTop(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	res.percent = percent
 	return s.writePage(w, q, res, "")
+}
+
+// percentParam reads /top's percent: a decimal number in (0, 100] with at
+// most 2 decimals, returned in hundredths of a percent (0: absent). It
+// excludes limit.
+func percentParam(r *http.Request) (int64, error) {
+	vals := r.URL.Query()
+	p := vals.Get("percent")
+	if p == "" {
+		return 0, nil
+	}
+	if vals.Get("limit") != "" {
+		return 0, badRequest(codeBadRequest, "percent and limit exclude each other: percent gives the number of members")
+	}
+	bad := badRequest(codeBadRequest, fmt.Sprintf("percent %q: want a number in 0.01..100 with at most 2 decimals", p))
+	whole, frac, hasFrac := strings.Cut(p, ".")
+	if whole == "" || len(whole) > 3 || (hasFrac && (len(frac) < 1 || len(frac) > 2)) || !digits(whole) || !digits(frac) {
+		return 0, bad
+	}
+	w, _ := strconv.ParseInt(whole, 10, 64)
+	f := int64(0)
+	if frac != "" {
+		f, _ = strconv.ParseInt(frac, 10, 64)
+		if len(frac) == 1 {
+			f *= 10
+		}
+	}
+	h := w*100 + f
+	if h < 1 || h > 10000 {
+		return 0, bad
+	}
+	return h, nil
+}
+
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// knownDims answers 404 unknown_dims for dims values that the board's dims
+// registry does not hold (one SISMEMBER; nothing for boards without dims),
+// after checking the period.
+func (s *server) knownDims(ctx context.Context, q *query) error {
+	// a bad period is reported first (the store would report it after)
+	if _, err := s.store.ResolvePeriod(q.b.Name, q.period); err != nil {
+		return err
+	}
+	err := s.store.KnownDims(ctx, q.b.Name, q.dims)
+	if errors.Is(err, ranking.ErrUnknownDims) {
+		return &apiError{status: http.StatusNotFound, code: codeUnknownDims, cause: err,
+			msg: fmt.Sprintf("board %q has no data for dims %s; its dims values are listed at /v1/boards/%s/dims",
+				q.b.Name, dimsText(q.b, q.dims), url.PathEscape(q.b.Name))}
+	}
+	return err
+}
+
+// dimsText writes dims values as the dims parameter takes them.
+func dimsText(b *ranking.Board, dims []string) string {
+	parts := make([]string, len(b.Dims))
+	for i, d := range b.Dims {
+		parts[i] = d + ":" + strings.ReplaceAll(strings.ReplaceAll(dims[i], "%", "%25"), ",", "%2C")
+	}
+	return strings.Join(parts, ",")
 }
 
 // handleAround serves GET /v1/boards/{board}/members/{member}/around.
@@ -129,6 +216,9 @@ func (s *server) handleAround(w http.ResponseWriter, r *http.Request) error {
 	member := r.PathValue("member")
 	var res pageResult
 	err = s.read(r, q.expensive(2*n+1, true), func(ctx context.Context) error {
+		if err := s.knownDims(ctx, q); err != nil {
+			return err
+		}
 		pg, err := s.store.Around(ctx, q.b.Name, q.dims, member, q.period, n, q.mode)
 		if err != nil {
 			return err
@@ -144,9 +234,10 @@ func (s *server) handleAround(w http.ResponseWriter, r *http.Request) error {
 
 // pageResult is what /top and /around read from Redis.
 type pageResult struct {
-	pg    ranking.Page
-	final bool
-	prev  []*int64 // with trend=1: each entry's previous rank (nil: absent)
+	pg      ranking.Page
+	final   bool
+	percent int64    // /top?percent, in hundredths (0: absent)
+	prev    []*int64 // with trend=1: each entry's previous rank (nil: absent)
 }
 
 // pageResult reads the rest of a page: its period's finality and, with
@@ -168,6 +259,9 @@ func (s *server) writePage(w http.ResponseWriter, q *query, res pageResult, memb
 		Board: q.b.Name, Dims: dimsObject(q.b, q.dims), Period: renderPeriod(q.b, pg.Period, res.final),
 		RankMode: q.mode.String(), Member: member, Count: pg.Count, Complete: pg.Complete,
 		RankApprox: pg.RankApprox, Entries: rd.entries(pg.Entries),
+	}
+	if res.percent > 0 {
+		out.Percent = fixed(res.percent, 2)
 	}
 	if res.prev != nil {
 		for i := range out.Entries {
@@ -213,6 +307,9 @@ func (s *server) handleMember(w http.ResponseWriter, r *http.Request) error {
 	var info ranking.MemberInfo
 	var final bool
 	err = s.read(r, q.expensive(0, true), func(ctx context.Context) error {
+		if err := s.knownDims(ctx, q); err != nil {
+			return err
+		}
 		var err error
 		if info, err = s.store.Member(ctx, q.b.Name, q.dims, member, q.period, q.mode); err != nil {
 			return err
@@ -235,6 +332,7 @@ func (s *server) handleMember(w http.ResponseWriter, r *http.Request) error {
 		entryJSON:  rd.entry(info.Rank, member, info.Value, info.Tie),
 		RankApprox: info.RankApprox, Above: info.Above,
 		Gap: fixed(info.Gap, q.b.Decimals), GapRaw: info.Gap, Count: info.Count,
+		Percentile: fixed(ranking.Percentile(info.Better, info.Count), 2),
 	}
 	if q.b.Window != ranking.WindowTotal {
 		if info.PrevFound {

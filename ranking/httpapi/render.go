@@ -65,7 +65,8 @@ type pageJSON struct {
 	Dims       object      `json:"dims"`
 	Period     periodJSON  `json:"period"`
 	RankMode   string      `json:"rank_mode"`
-	Member     string      `json:"member,omitempty"` // around only
+	Member     string      `json:"member,omitempty"`  // around only
+	Percent    json.Number `json:"percent,omitempty"` // top?percent only
 	Count      int64       `json:"count"`
 	Complete   bool        `json:"complete"`
 	RankApprox bool        `json:"rank_approx"`
@@ -84,6 +85,9 @@ type memberJSON struct {
 	Gap        json.Number `json:"gap"`
 	GapRaw     int64       `json:"gap_raw"`
 	Count      int64       `json:"count"`
+	// Percentile: see ranking.Percentile (an upper bound when rank_approx
+	// is set).
+	Percentile json.Number `json:"percentile"`
 }
 
 // renderer turns store entries of one board and period into JSON.

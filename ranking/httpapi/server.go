@@ -78,6 +78,7 @@ func New(store *ranking.Store, opts ...Option) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /v1/boards", s.route("boards", s.handleBoards))
 	mux.Handle("GET /v1/boards/{board}/top", s.route("top", s.handleTop))
+	mux.Handle("GET /v1/boards/{board}/dims", s.route("dims", s.handleDims))
 	mux.Handle("GET /v1/boards/{board}/members/{member}", s.route("member", s.handleMember))
 	mux.Handle("GET /v1/boards/{board}/members/{member}/around", s.route("around", s.handleAround))
 	mux.Handle("GET /{$}", s.route("page", s.handlePage))
@@ -135,6 +136,7 @@ func writeJSON(w http.ResponseWriter, v any) error {
 const (
 	codeUnknownBoard = "unknown_board"
 	codeBadDims      = "bad_dims"
+	codeUnknownDims  = "unknown_dims"
 	codeBadPeriod    = "bad_period"
 	codeBadRequest   = "bad_request"
 	codeNotFound     = "not_found"
@@ -174,13 +176,15 @@ func classify(err error) (int, string) {
 		return ae.status, ae.code
 	case errors.Is(err, ranking.ErrUnknownBoard):
 		return http.StatusNotFound, codeUnknownBoard
+	case errors.Is(err, ranking.ErrUnknownDims):
+		return http.StatusNotFound, codeUnknownDims
 	case errors.Is(err, ranking.ErrMemberNotFound):
 		return http.StatusNotFound, codeNotFound
 	case errors.Is(err, ranking.ErrBadDims):
 		return http.StatusBadRequest, codeBadDims
 	case errors.Is(err, ranking.ErrBadPeriod):
 		return http.StatusBadRequest, codeBadPeriod
-	case errors.Is(err, ranking.ErrBadLimit), errors.Is(err, ranking.ErrBadRankMode):
+	case errors.Is(err, ranking.ErrBadLimit), errors.Is(err, ranking.ErrBadRankMode), errors.Is(err, ranking.ErrBadCursor):
 		return http.StatusBadRequest, codeBadRequest
 	case errors.Is(err, ranking.ErrTooExpensive):
 		return http.StatusBadRequest, codeTooExpensive
