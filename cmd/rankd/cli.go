@@ -40,6 +40,7 @@ func commands() []command {
 		{"config", "config check FILE: print the resolved boards or the errors", configMain},
 		{"healthcheck", "GET a URL; exit 0 on a 2xx answer (for distroless images)", healthcheckMain},
 		{"replay", "rebuild boards from the topics into a new key generation, then switch to it", replayMain},
+		{"version", "print the version and the VCS revision rankd was built from", versionMain},
 		{"bench", "benchmarks (not implemented yet)", notImplemented("bench")},
 	}
 }
@@ -55,6 +56,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return exitOK
+	case "-version", "--version":
+		args = append([]string{"version"}, args[1:]...)
 	}
 	for _, c := range commands() {
 		if c.name != args[0] {
@@ -97,7 +100,8 @@ Commands:
 	_ = tw.Flush()
 	fmt.Fprint(w, `
 Run "rankd <command> --help" for a command's flags. Flags take one or two
-dashes (-rate 5 and --rate=5 are the same).
+dashes (-rate 5 and --rate=5 are the same) and may follow arguments.
+"rankd --version" is "rankd version".
 
 Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.
 `)
@@ -156,22 +160,46 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 	})
 }
 
-// parse parses args; a parse error (already printed with the usage by the
-// flag package) is a usage error, --help returns flag.ErrHelp.
+// parse parses args, flags and positional arguments in any order (issue
+// 11: "config check FILE --at T" failed); after "--" everything is an
+// argument. fs.Args() are then the positional arguments. A parse error
+// (already printed with the usage by the flag package) is a usage error,
+// --help returns flag.ErrHelp.
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return &usageError{}
 		}
-		return &usageError{}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if consumed := args[:len(args)-len(rest)]; len(consumed) > 0 && consumed[len(consumed)-1] == "--" {
+			positional = append(positional, rest...)
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
 	}
-	return nil
+	// Leave the positional arguments in fs.Args().
+	return fs.Parse(append([]string{"--"}, positional...))
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // noArgs fails when positional arguments are left after the flags.
 func noArgs(fs *flag.FlagSet) error {
 	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q (flags go before arguments; see --help)", fs.Arg(0))
+		return usagef("unexpected argument %q (see --help)", fs.Arg(0))
 	}
 	return nil
 }

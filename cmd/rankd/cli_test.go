@@ -2,11 +2,16 @@ package main
 
 import (
 	"bytes"
+	"debug/buildinfo"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 
@@ -42,7 +47,7 @@ func TestExitCodesAndHelp(t *testing.T) {
 		stderr string
 	}{
 		{"no args", nil, 2, "", `Usage:\s+rankd <command>`},
-		{"help", []string{"--help"}, 0, `Commands:(?s).*run .*dev .*produce .*rollover .*config .*healthcheck .*replay .*bench`, ""},
+		{"help", []string{"--help"}, 0, `Commands:(?s).*run .*dev .*produce .*rollover .*config .*healthcheck .*replay .*version .*bench`, ""},
 		{"help word", []string{"help"}, 0, `Exit codes: 0 ok, 1 runtime failure, 2 usage`, ""},
 		{"unknown command", []string{"serve"}, 2, "", `unknown command "serve"`},
 		{"run help", []string{"run", "--help"}, 0, "", `(?s)Usage: rankd run --config FILE.*--config file.*--log-format.*--session-timeout`},
@@ -54,8 +59,11 @@ func TestExitCodesAndHelp(t *testing.T) {
 			`(?s)broken.yaml:3:3: kafka.bogus: unknown key "bogus".*broken.yaml:6:13: boards\[0\].window: unknown value "sometimes"`},
 		{"run bad log format", []string{"run", "--config", broken, "--log-format", "xml"}, 2, "", `--log-format "xml": want json or text`},
 		{"run extra argument", []string{"run", "--config", broken, "extra"}, 2, "", `unexpected argument "extra"`},
+		{"run extra argument before a flag", []string{"run", "extra", "--config", broken}, 2, "", `rankd run: unexpected argument "extra" \(see --help\)\n$`},
 		{"dev help", []string{"dev", "--help"}, 0, "", `(?s)--http address.*127.0.0.1:8080.*--no-tui.*--rate float`},
+		{"dev usage line", []string{"dev", "--help"}, 0, "", `^Usage: rankd dev \[--http ADDR\] \[--rate N\] \[--seed N\] \[--no-tui\] \[--log-format F\] \[--log-level L\]\n`},
 		{"produce help", []string{"produce", "--help"}, 0, "", `(?s)70% like, 20% comment, 10% gift.*--brokers.*--count.*--duration.*--file.*--seed.*--start.*--topics`},
+		{"produce help brokers", []string{"produce", "--help"}, 0, "", `\n  --brokers brokers\n    \tcomma-separated bootstrap brokers \(default: \$RANKD_KAFKA_BROKERS if set, else localhost:9092\)\n`},
 		{"produce bad start", []string{"produce", "--start", "yesterday"}, 2, "", `--start "yesterday": want RFC 3339`},
 		{"produce bad topic", []string{"produce", "--topics", "gift,follow"}, 2, "", `unknown topic "follow"`},
 		{"produce negative rate", []string{"produce", "--rate", "-1"}, 2, "", `must not be negative`},
@@ -66,12 +74,27 @@ func TestExitCodesAndHelp(t *testing.T) {
 		{"config check help", []string{"config", "check", "--help"}, 0, "", `file:line:column: field: message`},
 		{"config check broken", []string{"config", "check", broken}, 2, "", `broken.yaml:3:3: kafka.bogus: unknown key`},
 		{"config check two files", []string{"config", "check", broken, broken}, 2, "", `one FILE at a time`},
+		{"config help", []string{"config", "--help"}, 0, "", `(?s)^Usage: rankd config check FILE \[--at TIME\]\n.*\nFlags:\n  --at time\n    \tRFC 3339 time of the current periods shown \(default: now\)\n$`},
+		{"config check --at after FILE", []string{"config", "check", "../../config/example.yaml", "--at", "2026-11-21T13:40:00+08:00"}, 0,
+			`current   20261121T1330 \(2026-11-21 13:30 .. 2026-11-21 14:00 \+08:00\)`, ""},
+		{"config check bad --at after FILE", []string{"config", "check", broken, "--at", "noon"}, 2, "", `^rankd config: --at "noon": want RFC 3339\n$`},
+		{"config check two files around a flag", []string{"config", "check", broken, "--at", "2026-11-21T13:40:00Z", broken}, 2, "", `one FILE at a time \(got 2\)`},
+		{"config check FILE after --", []string{"config", "check", "--", "--at"}, 2, "", `reading config: open --at: no such file`},
 		{"healthcheck help", []string{"healthcheck", "--help"}, 0, "", `--url URL`},
 		{"healthcheck bad url", []string{"healthcheck", "--url", "http://127.0.0.1:1/readyz"}, 1, "", `connection refused`},
+		{"healthcheck malformed url", []string{"healthcheck", "--url", "notaurl"}, 2, "", `^rankd healthcheck: --url "notaurl": want an absolute http:// or https:// URL\n$`},
+		{"healthcheck url without host", []string{"healthcheck", "--url", "http:///readyz"}, 2, "", `--url "http:///readyz": want an absolute`},
+		{"healthcheck url of another scheme", []string{"healthcheck", "--url", "ftp://127.0.0.1/readyz"}, 2, "", `--url "ftp://127.0.0.1/readyz": want an absolute`},
+		{"healthcheck url that does not parse", []string{"healthcheck", "--url", "http://[::1"}, 2, "", `--url "http://\[::1": want an absolute`},
 		{"replay without a config", []string{"replay"}, 2, "", `rankd replay: no config file: give --config FILE or set RANKD_CONFIG`},
 		{"replay --to without --dry-run", []string{"replay", "--config", "../../config/example.yaml", "--to", "2026-11-01T00:00:00Z"}, 2, "", `--to 2026-11-01T00:00:00Z: only with --dry-run`},
 		{"replay unknown board", []string{"replay", "--config", "../../config/example.yaml", "--boards", "nope"}, 2, "", `--boards: no board "nope"`},
 		{"replay help", []string{"replay", "--help"}, 0, "", `(?s)--boards.*--from.*--to.*--dry-run.*--yes`},
+		{"version", []string{"version"}, 0, versionShape, ""},
+		{"--version", []string{"--version"}, 0, versionShape, ""},
+		{"-version", []string{"-version"}, 0, versionShape, ""},
+		{"version help", []string{"version", "--help"}, 0, "", `(?s)^Usage: rankd version\n.*"rankd --version"\s+is the same`},
+		{"version extra argument", []string{"version", "now"}, 2, "", `unexpected argument "now"`},
 		{"bench", []string{"bench", "--anything"}, 2, "", `rankd bench: not implemented yet: tracked by its own issue`},
 	}
 	for _, tt := range tests {
@@ -89,6 +112,9 @@ func TestExitCodesAndHelp(t *testing.T) {
 		})
 	}
 }
+
+// versionShape is the output of "rankd version" (see versionString).
+const versionShape = `^rankd (devel|v\d+\.\d+\.\d+\S*) \(revision (unknown|[0-9a-f]{40})(, modified)?(, \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)?, go1\.\d+[^,)]*\)\n$`
 
 func TestConfigCheck(t *testing.T) {
 	path := writeFile(t, "rankd.yaml", string(config.Example))
@@ -210,5 +236,154 @@ func TestFormatValue(t *testing.T) {
 		if got := formatValue(tt.v, tt.dec); got != tt.want {
 			t.Errorf("formatValue(%d, %d) = %q, want %q", tt.v, tt.dec, got, tt.want)
 		}
+	}
+}
+
+// TestParseInterspersed checks that flags and positional arguments may come
+// in any order (issue 11: "config check FILE --at T" took --at and T for
+// files), and that "--" ends the flags.
+func TestParseInterspersed(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		at   string
+		n    int
+		rest []string
+	}{
+		{nil, "", 0, nil},
+		{[]string{"f.yaml"}, "", 0, []string{"f.yaml"}},
+		{[]string{"--at", "T", "f.yaml"}, "T", 0, []string{"f.yaml"}},
+		{[]string{"f.yaml", "--at", "T"}, "T", 0, []string{"f.yaml"}},
+		{[]string{"f.yaml", "-at=T", "g.yaml", "-n", "3"}, "T", 3, []string{"f.yaml", "g.yaml"}},
+		{[]string{"f.yaml", "--", "--at", "T"}, "", 0, []string{"f.yaml", "--at", "T"}},
+		{[]string{"--n", "2", "--", "-", "--n"}, "", 2, []string{"-", "--n"}},
+		{[]string{"-", "--n=1"}, "", 1, []string{"-"}},
+	} {
+		fs := newFlags("x", "x", "", io.Discard)
+		at := fs.String("at", "", "")
+		n := fs.Int("n", 0, "")
+		if err := parse(fs, tt.args); err != nil {
+			t.Errorf("parse(%q): %v", tt.args, err)
+			continue
+		}
+		if *at != tt.at || *n != tt.n || !slices.Equal(fs.Args(), tt.rest) {
+			t.Errorf("parse(%q): at %q, n %d, args %q; want %q, %d, %q", tt.args, *at, *n, fs.Args(), tt.at, tt.n, tt.rest)
+		}
+	}
+}
+
+// TestHelpDefaults checks that the --help of every command shows at most
+// one default per flag (issue 11: produce --help showed two for --brokers).
+func TestHelpDefaults(t *testing.T) {
+	for _, c := range commands() {
+		if c.name == "bench" {
+			continue
+		}
+		args := []string{c.name, "--help"}
+		code, _, stderr := runCLI(t, args...)
+		if code != 0 {
+			t.Errorf("%s: exit %d", strings.Join(args, " "), code)
+			continue
+		}
+		_, flags, ok := strings.Cut(stderr, "\nFlags:\n")
+		if !ok {
+			if c.name != "version" {
+				t.Errorf("%s: no flags listed", strings.Join(args, " "))
+			}
+			continue
+		}
+		for _, entry := range regexp.MustCompile(`(?m)^  --`).Split(flags, -1)[1:] {
+			if n := strings.Count(entry, "default"); n > 1 {
+				t.Errorf("%s: %d defaults in --%s", strings.Join(args, " "), n, strings.TrimSpace(entry))
+			}
+		}
+	}
+}
+
+// TestVersionString checks the line of "rankd version" for the build
+// information of a release, a checkout and a binary without any.
+func TestVersionString(t *testing.T) {
+	settings := func(kv ...string) []debug.BuildSetting {
+		var s []debug.BuildSetting
+		for i := 0; i+1 < len(kv); i += 2 {
+			s = append(s, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return s
+	}
+	const rev = "6f62ca2d1e4b3c2a19f8e7d6c5b4a39281706f5e"
+	for _, tt := range []struct {
+		name string
+		bi   *debug.BuildInfo
+		want string
+	}{
+		{"go install of a release", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v1.4.0"},
+			Settings: settings("vcs.revision", rev, "vcs.time", "2026-11-21T13:40:00Z", "vcs.modified", "false")},
+			"rankd v1.4.0 (revision " + rev + ", 2026-11-21T13:40:00Z, go1.26.0)"},
+		{"go build in a modified checkout", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"},
+			Settings: settings("-race", "true", "vcs", "git", "vcs.revision", rev, "vcs.time", "2026-11-21T13:40:00Z", "vcs.modified", "true")},
+			"rankd devel (revision " + rev + ", modified, 2026-11-21T13:40:00Z, go1.26.0)"},
+		{"go run or test: no VCS stamp", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}},
+			"rankd devel (revision unknown, go1.26.0)"},
+		{"pseudo-version", &debug.BuildInfo{GoVersion: "go1.26.1", Main: debug.Module{Version: "v0.0.0-20261121134000-6f62ca2d1e4b"}},
+			"rankd v0.0.0-20261121134000-6f62ca2d1e4b (revision unknown, go1.26.1)"},
+		{"no build information", nil, "rankd devel (revision unknown, no build information)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := versionString(tt.bi, tt.bi != nil)
+			if got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+			if tt.bi != nil && !regexp.MustCompile(versionShape).MatchString(got+"\n") {
+				t.Errorf("%s does not have the shape %s", got, versionShape)
+			}
+		})
+	}
+}
+
+// testVersion checks that the built binary prints its own build
+// information, and that a binary built with VCS stamping (which this
+// environment may turn off with GOFLAGS=-buildvcs=false) names a commit of
+// this repository.
+func testVersion(t *testing.T, bin string) {
+	check := func(bin string) (revision string) {
+		t.Helper()
+		bi, err := buildinfo.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := versionString(bi, true) + "\n"
+		for _, arg := range []string{"version", "--version"} {
+			out, err := exec.Command(bin, arg).Output()
+			if err != nil {
+				t.Fatalf("rankd %s: %v", arg, err)
+			}
+			if string(out) != want {
+				t.Errorf("rankd %s: %q, want %q", arg, out, want)
+			}
+			if !regexp.MustCompile(versionShape).Match(out) {
+				t.Errorf("rankd %s: %q does not have the shape %s", arg, out, versionShape)
+			}
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				return s.Value
+			}
+		}
+		return ""
+	}
+	check(bin)
+
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git: not checking a VCS-stamped build")
+	}
+	stamped := filepath.Join(t.TempDir(), "rankd")
+	if out, err := exec.Command("go", "build", "-buildvcs=true", "-o", stamped, ".").CombinedOutput(); err != nil {
+		t.Skipf("go build -buildvcs=true: %v (not checking a VCS-stamped build)\n%s", err, out)
+	}
+	rev := check(stamped)
+	if rev == "" {
+		t.Fatal("go build -buildvcs=true: no vcs.revision in the build information")
+	}
+	if err := exec.Command("git", "cat-file", "-e", rev+"^{commit}").Run(); err != nil {
+		t.Errorf("revision %s is not a commit of this repository: %v", rev, err)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -21,9 +22,17 @@ periods, time zone, dims, aggregate, order, tie-break, score layout in bits,
 Redis key pattern and current period id) and the routes; or, when the file
 is invalid, every error as file:line:column: field: message (exit 2).`
 
+// configFlags returns the flags of "config check" (also shown by "config
+// --help").
+func configFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
+	fs := newFlags(name, "config check FILE [--at TIME]", configHelp, stderr)
+	at := fs.String("at", "", "RFC 3339 `time` of the current periods shown (default: now)")
+	return fs, at
+}
+
 func configMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "check" {
-		fs := newFlags("config", "config check FILE", configHelp, stderr)
+		fs, _ := configFlags("config", stderr)
 		if err := parse(fs, args); err != nil {
 			return err
 		}
@@ -37,8 +46,7 @@ func configMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func configCheck(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("config check", "config check FILE", configHelp, stderr)
-	atFlag := fs.String("at", "", "RFC 3339 `time` of the current periods shown (default: now)")
+	fs, atFlag := configFlags("config check", stderr)
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ broker holds every event in memory (about 0.5 GB per million events).`
 var devBoards = []string{"anchor_hot_30m", "anchor_7d"}
 
 func devMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("dev", "dev [--http ADDR] [--rate N] [--no-tui]", devHelp, stderr)
+	fs := newFlags("dev", "dev [--http ADDR] [--rate N] [--seed N] [--no-tui] [--log-format F] [--log-level L]", devHelp, stderr)
 	httpAddr := fs.String("http", "127.0.0.1:8080", "`address` of the HTTP API, metrics and health")
 	rate := fs.Float64("rate", 200, "generated events per second (0: as fast as possible)")
 	noTUI := fs.Bool("no-tui", false, "print a snapshot line every few seconds instead of redrawing the screen")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -17,7 +18,7 @@ for health checks of images without a shell or curl (distroless):
 
 func healthcheckMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("healthcheck", "healthcheck [--url URL] [--timeout D]", healthcheckHelp, stderr)
-	url := fs.String("url", "http://127.0.0.1:8080/readyz", "`URL` to GET (/readyz: group joined and Redis answering; /healthz: alive)")
+	rawURL := fs.String("url", "http://127.0.0.1:8080/readyz", "`URL` to GET (/readyz: group joined and Redis answering; /healthz: alive)")
 	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -25,9 +26,14 @@ func healthcheckMain(ctx context.Context, args []string, stdout, stderr io.Write
 	if err := noArgs(fs); err != nil {
 		return err
 	}
+	// A malformed URL is a usage error (exit 2), not a failed check (1).
+	u, err := url.Parse(*rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usagef("--url %q: want an absolute http:// or https:// URL", *rawURL)
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return usagef("--url: %v", err)
 	}
@@ -39,8 +45,8 @@ func healthcheckMain(ctx context.Context, args []string, stdout, stderr io.Write
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	msg := strings.TrimSpace(string(body))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("%s: %s: %s", *url, resp.Status, msg)
+		return fmt.Errorf("%s: %s: %s", *rawURL, resp.Status, msg)
 	}
-	fmt.Fprintf(stdout, "%s: %s\n", *url, resp.Status)
+	fmt.Fprintf(stdout, "%s: %s\n", *rawURL, resp.Status)
 	return nil
 }

@@ -31,11 +31,8 @@ line: events sent, duration, events/s.`
 
 func produceMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("produce", "produce [--brokers B] [--rate N] [--duration D | --count N] [flags]", produceHelp, stderr)
-	defBrokers := os.Getenv("RANKD_KAFKA_BROKERS")
-	if defBrokers == "" {
-		defBrokers = "localhost:9092"
-	}
-	brokers := fs.String("brokers", defBrokers, "comma-separated bootstrap `brokers` (default: $RANKD_KAFKA_BROKERS if set)")
+	// The default is resolved after parsing so that --help shows one.
+	brokers := fs.String("brokers", "", "comma-separated bootstrap `brokers` (default: $RANKD_KAFKA_BROKERS if set, else localhost:9092)")
 	rate := fs.Float64("rate", 1000, "events per second; 0: as fast as possible")
 	duration := fs.Duration("duration", 0, "stop after this long (0: no limit)")
 	count := fs.Int64("count", 0, "stop after this many events (0: no limit)")
@@ -51,6 +48,12 @@ func produceMain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if err := noArgs(fs); err != nil {
 		return err
+	}
+	if !flagSet(fs, "brokers") {
+		*brokers = os.Getenv("RANKD_KAFKA_BROKERS")
+		if *brokers == "" {
+			*brokers = "localhost:9092"
+		}
 	}
 	if *rate < 0 || *count < 0 || *duration < 0 {
 		return usagef("--rate, --count and --duration must not be negative")

@@ -7,6 +7,7 @@
 //	rankd rollover --config FILE       prefill rolling boards now
 //	rankd config check FILE            print the resolved boards or the errors
 //	rankd healthcheck --url URL        exit 0 when URL answers 2xx
+//	rankd version (or --version)       version and VCS revision of the build
 //
 // Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.
 package main

@@ -29,6 +29,7 @@ func TestBinary(t *testing.T) {
 	t.Run("dev", func(t *testing.T) { testDev(t, bin) })
 	t.Run("crash", func(t *testing.T) { testCrash(t, bin) })
 	t.Run("replay", func(t *testing.T) { testReplay(t, bin) })
+	t.Run("version", func(t *testing.T) { testVersion(t, bin) })
 }
 
 // buildRankd builds ./cmd/rankd (this package) into t's temp dir.
