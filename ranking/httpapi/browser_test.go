@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"context"
 	"image/png"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rankd/rankd/ranking/httpapi"
 )
 
 // chromiumPath is Debian's Chromium (package chromium).
@@ -65,7 +69,7 @@ var (
 // and a screenshot of it is a real picture.
 func TestPageInBrowser(t *testing.T) {
 	t.Parallel()
-	srv, _ := fixture(t)
+	srv, store := fixture(t)
 	url := srv.URL + "/?board=day"
 
 	t.Run("dom", func(t *testing.T) {
@@ -105,6 +109,47 @@ func TestPageInBrowser(t *testing.T) {
 		}
 	})
 
+	// dims picker: the page of a dims board without dims lists the values
+	// with members (from /dims) in a select; a harness page of the same
+	// origin loads it in a frame, picks the value whose room is
+	// "a:b,c d/é" as a user would (select + change event) and copies the
+	// frame's picker and rows into its own DOM once the rows show.
+	t.Run("dims picker", func(t *testing.T) {
+		mux := http.NewServeMux()
+		mux.Handle("/", httpapi.New(store))
+		mux.HandleFunc("GET /harness", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			_, _ = w.Write([]byte(pickHarness))
+		})
+		h := httptest.NewServer(mux)
+		defer h.Close()
+		dom := chromium(t, h.URL+"/harness", "--dump-dom")
+		if !bytes.Contains(dom, []byte(`id="done"`)) {
+			t.Fatalf("the harness did not finish; DOM:\n%s", dom)
+		}
+		for _, want := range []string{
+			`data-testid="status">Pick a value of zone, room to see this board.<`,
+			`>zone 3 · room 7 (4)</option>`,
+			`>zone 3 · room a:b,c d/é (1)</option>`,
+		} {
+			if !bytes.Contains(dom, []byte(want)) {
+				t.Errorf("no %s in DOM:\n%s", want, dom)
+			}
+		}
+		var members []string
+		for _, r := range rowRe.FindAll(dom, -1) {
+			if m := memRe.FindSubmatch(r); m != nil {
+				members = append(members, string(m[1]))
+			}
+		}
+		if want := []string{"q/1"}; !slices.Equal(members, want) {
+			t.Fatalf("rows %q after picking, want members %q; DOM:\n%s", members, want, dom)
+		}
+		if !bytes.Contains(dom, []byte(`data-testid="dims-url">?board=zone&amp;period=current&amp;dims=zone%3A3%2Croom%3Aa%3Ab%252Cc+d%2F%C3%A9<`)) {
+			t.Errorf("the page's URL does not keep the picked dims; DOM:\n%s", dom)
+		}
+	})
+
 	t.Run("screenshot", func(t *testing.T) {
 		shot := filepath.Join(t.TempDir(), "shot.png")
 		chromium(t, url, "--screenshot="+shot, "--window-size=1200,800", "--hide-scrollbars")
@@ -137,3 +182,36 @@ func TestPageInBrowser(t *testing.T) {
 		}
 	})
 }
+
+// pickHarness loads the page for the zone board without dims in a frame,
+// records the status it shows, picks a dims value and copies the result.
+const pickHarness = `<!doctype html><html><body>
+<iframe id="f" src="/?board=zone" width="1000" height="600"></iframe>
+<div id="out"></div>
+<script>
+"use strict";
+const f = document.getElementById("f"), out = document.getElementById("out");
+let status = "", picked = false;
+function poll() {
+  const d = f.contentDocument;
+  const pick = d && d.getElementById("dimspick");
+  if (!pick || pick.options.length < 3) return setTimeout(poll, 50);
+  if (!picked) {
+    status = d.getElementById("status").outerHTML;
+    const o = [...pick.options].find((o) => o.textContent.includes("a:b,c d/é"));
+    pick.value = o.value;
+    pick.dispatchEvent(new Event("change"));
+    picked = true;
+  }
+  if (!d.querySelector('tr[data-testid="row"]')) return setTimeout(poll, 50);
+  const url = document.createElement("p");
+  url.dataset.testid = "dims-url";
+  url.textContent = f.contentWindow.location.search;
+  out.innerHTML = status + pick.outerHTML + "<table>" + d.getElementById("rows").outerHTML + "</table>";
+  out.append(url);
+  const done = document.createElement("p");
+  done.id = "done";
+  out.append(done);
+}
+poll();
+</script></body></html>`
