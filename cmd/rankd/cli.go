@@ -215,20 +215,26 @@ func (l *logFlags) register(fs *flag.FlagSet, format, level string) {
 	fs.StringVar(&l.level, "log-level", level, "lowest `level` logged: debug, info, warn or error")
 }
 
-// logger returns the logger the flags ask for, writing to w.
+// logger returns the logger the flags ask for, writing to w, and makes it
+// go-redis's logger too (see redisLogger): every command that logs builds
+// its logger here at startup.
 func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(l.level)); err != nil {
 		return nil, usagef("--log-level %q: want debug, info, warn or error", l.level)
 	}
 	opts := &slog.HandlerOptions{Level: level}
+	var log *slog.Logger
 	switch strings.ToLower(l.format) {
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		log = slog.New(slog.NewJSONHandler(w, opts))
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		log = slog.New(slog.NewTextHandler(w, opts))
+	default:
+		return nil, usagef("--log-format %q: want json or text", l.format)
 	}
-	return nil, usagef("--log-format %q: want json or text", l.format)
+	setRedisLogger(log)
+	return log, nil
 }
 
 // configPath returns the --config flag's value, else $RANKD_CONFIG.
