@@ -52,6 +52,7 @@ func TestBadInput(t *testing.T) {
 		{name: "huge number", topic: "gift", value: gift("huge", ms(at), `,"count":1e400`), reason: ranking.ReasonOutOfRange},
 		{name: "beyond int64", topic: "gift", value: gift("i65", ms(at), `,"coins":99999999999999999999`), reason: ranking.ReasonOutOfRange},
 		{name: "beyond the board's exact range", topic: "gift", value: gift("range", ms(at), `,"coins":9007199254740991`), reason: ranking.ReasonOutOfRange},
+		{name: "missing dims field", topic: "gift", value: `{"id":"nd","ts":` + strconv.FormatInt(ms(at), 10) + `,"anchor_id":"a1","user_id":"u1","zone":"z1","coins":5}`, reason: ranking.ReasonValidation},
 		{name: "missing member", topic: "gift", value: `{"id":"nm","ts":` + strconv.FormatInt(ms(at), 10) + `,"coins":5}`, reason: ranking.ReasonNoMember},
 		{name: "invalid UTF-8", topic: "gift", value: "{\"id\":\"bad\xff\",\"ts\":1,\"anchor_id\":\"a1\"}", reason: ranking.ReasonDecode},
 		{name: "invalid UTF-8 id header", topic: "like", value: `{"ts":1,"anchor_id":"a1"}`,

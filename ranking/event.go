@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -49,6 +50,16 @@ type Event struct {
 	// plus the id field (the resolved ID) and the ts field (Time in Unix ms,
 	// int64).
 	Fields map[string]any
+	// Missing lists the declared fields the message did not give (or gave
+	// as null): they hold their default in Fields. A field absent from
+	// Fields counts as missing too.
+	Missing []string
+}
+
+// missing reports whether the message did not give field name.
+func (ev *Event) missing(name string) bool {
+	_, ok := ev.Fields[name]
+	return !ok || slices.Contains(ev.Missing, name)
 }
 
 // Header is one message header, as a Kafka client gives it.
@@ -247,6 +258,7 @@ func (s *Schema) Decode(topic string, partition int, offset int64, value []byte,
 				return nil, permanent(ReasonValidation, "missing required field %q", f.Name)
 			}
 			ev.Fields[f.Name] = f.defaultValue()
+			ev.Missing = append(ev.Missing, f.Name)
 			continue
 		}
 		v, err := f.Type.convert(members[at-1].val)

@@ -269,9 +269,9 @@ func TestRouteKeyLimits(t *testing.T) {
 			"anchor_hot_zone_30m[z] abcd 1; anchor_total[] abcdabcd 1; ", ""},
 		{"integer member of 10 digits", "chat", `{"anchor_id":"a","zone":"z","n":3}`,
 			"", `validation: member from "n * 1000000000": 10 bytes exceed max_key_len 8`},
-		{"default schema: two fields of 200 bytes", "gift", `{"anchor_id":"` + x(200) + `","user_id":"` + x(200) + `","gift_id":"combo","count":1}`,
+		{"default schema: two fields of 200 bytes", "gift", `{"anchor_id":"` + x(200) + `","user_id":"` + x(200) + `","room_id":"r","zone":"z","gift_id":"combo","count":1}`,
 			"", `validation: member from "anchor_id + user_id": 400 bytes exceed max_key_len 256`},
-		{"default schema: 256 bytes", "gift", `{"anchor_id":"` + x(200) + `","user_id":"` + x(56) + `","gift_id":"combo","count":1}`,
+		{"default schema: 256 bytes", "gift", `{"anchor_id":"` + x(200) + `","user_id":"` + x(56) + `","room_id":"r","zone":"z","gift_id":"combo","count":1}`,
 			"", ""},
 	}
 	for _, tt := range tests {

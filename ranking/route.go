@@ -85,10 +85,14 @@ type compiledRoute struct {
 }
 
 type routeBoard struct {
-	b       *Board
-	max     int64 // Codec.MaxValue
-	dims    []string
-	sortIdx []int // board factor i is route factor sortIdx[i]
+	b    *Board
+	max  int64 // Codec.MaxValue
+	dims []string
+	// needDims[i]: dims[i] is a declared field without a default, which a
+	// message must give (else a gift without room_id would land on the
+	// room "" board).
+	needDims []bool
+	sortIdx  []int // board factor i is route factor sortIdx[i]
 }
 
 // NewRouter compiles every route once against the schema of its topic. It
@@ -163,7 +167,8 @@ func newTopicRouter(s *Schema) *topicRouter {
 // validation (a field of the wrong Go type in ev.Fields), expression (a
 // run-time failure or a result of the wrong type), no_member (an empty
 // member), validation (a member or dims value longer than the schema's
-// MaxKeyLen) or out_of_range (a non-finite score, or a value or base outside
+// MaxKeyLen, or a dims field without a default that the event lacks) or
+// out_of_range (a non-finite score, or a value or base outside
 // int64 or the board's exact range, or a sort factor outside its bits).
 // An event no route's When accepts gives no updates and no error.
 func (r *Router) Route(ev *Event) ([]Update, error) {
@@ -282,6 +287,10 @@ func (cr *compiledRoute) eval(st *evalState, ev *Event, dst []Update) ([]Update,
 		if len(rb.dims) > 0 {
 			u.Dims = make([]string, len(rb.dims))
 			for i, d := range rb.dims {
+				if rb.needDims[i] && ev.missing(d) {
+					return dst, permanent(ReasonValidation, "board %q: missing dims field %q (give it, or a default under topics.%s.fields)",
+						rb.b.Name, d, ev.Topic)
+				}
 				u.Dims[i] = dimString(st.env[d])
 				if cr.maxKey > 0 && len(u.Dims[i]) > cr.maxKey {
 					return dst, permanent(ReasonValidation, "board %q: dims field %q: %d bytes exceed max_key_len %d",

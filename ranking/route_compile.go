@@ -59,8 +59,13 @@ func compileRoute(rt Route, s *Schema, boards map[string]*Board, codecs map[stri
 			fail(field, "unknown board %q", name)
 			continue
 		}
-		rb := routeBoard{b: b, max: codecs[name].MaxValue(), dims: b.Dims}
-		for _, d := range b.Dims {
+		rb := routeBoard{b: b, max: codecs[name].MaxValue(), dims: b.Dims, needDims: make([]bool, len(b.Dims))}
+		for i, d := range b.Dims {
+			for _, f := range s.Fields {
+				if f.Name == d {
+					rb.needDims[i] = f.Default == nil
+				}
+			}
 			switch t, ok := s.Field(d); {
 			case !ok:
 				fail(field, "board %q: dims field %q is not a field of topic %q", name, d, rt.Topic)

@@ -107,8 +107,8 @@ func TestRoute(t *testing.T) {
 		{"ice castle gift", "gift", `{"id":"g1","anchor_id":"a1","user_id":"u1","room_id":"r9","zone":"z3","gift_id":"ice_castle","count":2,"coins":500}`,
 			"anchor_luck_day[] a1 2; anchor_luck_total[] a1 2; anchor_hot_30m[] a1 500; anchor_hot_zone_30m[z3] a1 500; " +
 				"anchor_7d[] a1 500; anchor_total[] a1 500; user_rich_room_day[r9] u1 500; "},
-		{"other gift", "gift", `{"anchor_id":"a1","user_id":"u1","gift_id":"rose","count":1,"coins":1}`,
-			"anchor_hot_30m[] a1 1; anchor_hot_zone_30m[] a1 1; anchor_7d[] a1 1; anchor_total[] a1 1; user_rich_room_day[] u1 1; "},
+		{"other gift", "gift", `{"anchor_id":"a1","user_id":"u1","room_id":"r1","zone":"z1","gift_id":"rose","count":1,"coins":1}`,
+			"anchor_hot_30m[] a1 1; anchor_hot_zone_30m[z1] a1 1; anchor_7d[] a1 1; anchor_total[] a1 1; user_rich_room_day[r1] u1 1; "},
 		{"like default count", "like", `{"anchor_id":"a2"}`, "anchor_likes_day[] a2 1; "},
 		{"comment on news", "comment", `{"news_id":"n1","news_ts":1700000000500}`, "hot_news[] n1 432 base 1700000001; "},
 		{"comment without news", "comment", `{"anchor_id":"a1"}`, ""},
@@ -266,7 +266,7 @@ func TestRouteConcurrent(t *testing.T) {
 	for w := range 8 {
 		wg.Go(func() {
 			for i := range 200 {
-				ev := decodeT(t, "gift", fmt.Sprintf(`{"anchor_id":"a%d","user_id":"u","zone":"z%d","coins":%d}`, w, i, i+w))
+				ev := decodeT(t, "gift", fmt.Sprintf(`{"anchor_id":"a%d","user_id":"u","room_id":"r","zone":"z%d","coins":%d}`, w, i, i+w))
 				ups, err := r.Route(ev)
 				if err != nil {
 					t.Error(err)
@@ -347,5 +347,51 @@ func BenchmarkDecodeRoute(b *testing.B) {
 		if buf, err = r.AppendRoute(buf[:0], ev); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestRouteMissingDims: a field a board's dims need must be in the event,
+// unless the schema gives it a default; otherwise the event is rejected
+// (validation) instead of landing on the "" board of that dim.
+func TestRouteMissingDims(t *testing.T) {
+	r := testRouter(t)
+	for _, tt := range []struct{ name, value, err string }{
+		{"no room_id", `{"anchor_id":"a1","user_id":"u1","zone":"z1","coins":1}`,
+			`validation: board "user_rich_room_day": missing dims field "room_id" (give it, or a default under topics.gift.fields)`},
+		{"null zone", `{"anchor_id":"a1","user_id":"u1","room_id":"r1","zone":null,"coins":1}`,
+			`validation: board "anchor_hot_zone_30m": missing dims field "zone" (give it, or a default under topics.gift.fields)`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ups, err := r.Route(decodeT(t, "gift", tt.value))
+			if err == nil || Reason(err) != ReasonValidation || err.Error() != tt.err || ups != nil {
+				t.Fatalf("Route = %s, %v; want error %s", brief(ups), err, tt.err)
+			}
+		})
+	}
+	// An empty value given explicitly is a value.
+	if ups, err := r.Route(decodeT(t, "gift", `{"anchor_id":"a1","user_id":"u1","room_id":"","zone":"","coins":1}`)); err != nil || len(ups) != 5 {
+		t.Fatalf("explicit empty dims: %s, %v", brief(ups), err)
+	}
+	// With a default in the schema, a missing field takes it.
+	ss := testSchemas(t)
+	for i, f := range ss["gift"].Fields {
+		if f.Name == "room_id" || f.Name == "zone" {
+			ss["gift"].Fields[i].Default = "unknown"
+		}
+	}
+	rd, err := NewRouter(testBoards(t), ss, testRoutes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := ss["gift"].Decode("gift", 0, 7, []byte(`{"anchor_id":"a1","user_id":"u1","coins":1}`), nil, testNow.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ups, err := rd.Route(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := brief(ups), "anchor_hot_30m[] a1 1; anchor_hot_zone_30m[unknown] a1 1; anchor_7d[] a1 1; anchor_total[] a1 1; user_rich_room_day[unknown] u1 1; "; got != want {
+		t.Fatalf("with defaults:\n got %s\nwant %s", got, want)
 	}
 }
