@@ -274,6 +274,9 @@ func backoff(attempt int, lo, hi time.Duration) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
+// Sleep waits for d or until ctx is done; it reports whether d passed.
+func Sleep(ctx context.Context, d time.Duration) bool { return sleep(ctx, d) }
+
 // sleep waits for d or until ctx is done; it reports whether d passed.
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)

@@ -234,7 +234,7 @@ func (r *replayRun) run(ctx context.Context) error {
 		if !errors.Is(err, ranking.ErrReplayLock) || time.Now().After(deadline) {
 			return err
 		}
-		if !sleepCtx(ctx, 200*time.Millisecond) {
+		if !consumer.Sleep(ctx, 200*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
@@ -354,7 +354,7 @@ func (r *replayRun) run(ctx context.Context) error {
 	deleted := 0
 	if !r.flags.keepOld {
 		for pass := 0; pass < 2; pass++ {
-			if !sleepCtx(ctx, r.flags.dropAfter) {
+			if !consumer.Sleep(ctx, r.flags.dropAfter) {
 				return context.Cause(ctx)
 			}
 			for g, names := range drops {
@@ -557,17 +557,6 @@ func newReplayToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// sleepCtx waits d or until ctx ends; it reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
 
 // groupLags reads the live group's committed offsets of the replayed topics.
 func (r *replayRun) groupLags(ctx context.Context) ([]consumer.PartitionLag, error) {
