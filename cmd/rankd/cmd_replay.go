@@ -557,7 +557,6 @@ func newReplayToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-
 // groupLags reads the live group's committed offsets of the replayed topics.
 func (r *replayRun) groupLags(ctx context.Context) ([]consumer.PartitionLag, error) {
 	tr := &kafka.Transport{}
