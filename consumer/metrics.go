@@ -20,6 +20,7 @@ type metrics struct {
 	applyDur    prometheus.Histogram     // Sink.Apply duration
 	retries     *prometheus.CounterVec   // op: apply, dead_letter, commit, fetch
 	commitDrops prometheus.Counter       // commits given up after retries
+	commitSkips prometheus.Counter       // batches not committed because the group rebalanced meanwhile
 	lag         *prometheus.GaugeVec     // topic, partition
 	lagErrors   prometheus.Counter       // failed lag computations
 	sinkUpdates *prometheus.CounterVec   // board
@@ -64,6 +65,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: seconds})),
 		retries: counterVec("consumer", "retries_total",
 			"Retries after transient errors, per operation (fetch, apply, dead_letter, commit).", "op"),
+		commitSkips: counter("consumer", "commit_skipped_total",
+			"Applied batches not committed because the group rebalanced while they were applied (their partitions' next owner redelivers them; dedupe makes that a no-op)."),
 		commitDrops: counter("consumer", "commit_dropped_total",
 			"Batches whose offset commit was given up after retries (their messages are applied; a later commit or a redelivery covers them)."),
 		lag: register(reg, &errs, prometheus.NewGaugeVec(prometheus.GaugeOpts{

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +24,8 @@ type worker struct {
 	r        *kafka.Reader
 	dlq      *deadLetterWriter
 	joined   atomic.Bool
+	statsMu  sync.Mutex
+	gens     int64                         // see generations
 	progress *atomic.Int64                 // the consumer's time of the last successful commit (unix ns)
 	topics   map[string]prometheus.Counter // rankd_consumer_messages_total by topic
 }
@@ -60,11 +63,20 @@ func (w *worker) ready() bool {
 	if w.joined.Load() {
 		return true
 	}
-	// Stats resets the reader's counters; nothing else reads them.
-	if w.r.Stats().Rebalances > 0 {
+	if w.generations() > 0 {
 		w.joined.Store(true)
 	}
 	return w.joined.Load()
+}
+
+// generations returns how many group generations (and partition
+// reconnects) the reader has gone through. Stats resets the reader's
+// counters, so they are summed here; nothing else reads them.
+func (w *worker) generations() int64 {
+	w.statsMu.Lock()
+	defer w.statsMu.Unlock()
+	w.gens += w.r.Stats().Rebalances
+	return w.gens
 }
 
 // run is the worker loop. It returns when ctx is done, after the batch in
@@ -109,6 +121,9 @@ func (w *worker) fill(ctx context.Context, b *batch) error {
 		}
 		return fmt.Errorf("fetching: %w", err)
 	}
+	// The reader hands out messages of its current generation only (it
+	// drops older ones): the batch belongs to this one.
+	b.gen = w.generations()
 	w.add(b, m)
 	if b.full() {
 		return nil
@@ -194,6 +209,17 @@ func (w *worker) process(ctx, hard context.Context, b *batch) error {
 // committing past an unapplied message holds either way: every message
 // below a committed offset was applied.
 func (w *worker) commit(hard context.Context, b *batch) error {
+	if g := w.generations(); g != b.gen {
+		// The group rebalanced while the batch was applied: its partitions
+		// may belong to another member now, and a commit (kafka-go sends it
+		// with the new generation, which the broker accepts) could move
+		// their offsets back behind the new owner's. The batch is applied;
+		// whoever owns its partitions now redelivers it from the committed
+		// offset, and dedupe makes that a no-op.
+		w.m.commitSkips.Inc()
+		w.log.Info("group rebalanced while the batch was applied; not committing it", "messages", len(b.msgs))
+		return nil
+	}
 	offs := b.offsets()
 	for attempt := 1; ; attempt++ {
 		cctx, cancel := context.WithTimeout(hard, w.cfg.CommitTimeout)
@@ -222,6 +248,7 @@ func (w *worker) commit(hard context.Context, b *batch) error {
 
 // batch is the messages in hand.
 type batch struct {
+	gen                int64 // the reader's generation count at the batch's first message
 	msgs               []kafka.Message
 	bytes              int
 	maxCount, maxBytes int
