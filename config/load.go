@@ -147,7 +147,7 @@ func syntaxPos(data []byte, msg string) (line, col int) {
 	}
 	// Gallop back from the end to a prefix that does not fail so, then
 	// bisect: ok does not fail, bad fails.
-	ok, bad := len(data), len(data)
+	ok, bad := 0, len(data)
 	for step := 1; ; step *= 2 {
 		ok = max(len(data)-step, 0)
 		if !fails(ok) {

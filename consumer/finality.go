@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/rankd/rankd/ranking"
 )
 
@@ -23,14 +21,9 @@ func RunFinality(ctx context.Context, store *ranking.Store, boards []*ranking.Bo
 		interval = 10 * time.Second
 	}
 	o := newOptions(opts)
-	low := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "rankd", Subsystem: "finality", Name: "low_watermark_seconds",
-		Help: "Least stream time (Unix seconds) of the partitions feeding the board (idle partitions left out)."}, []string{"board"})
-	open := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "rankd", Subsystem: "finality", Name: "oldest_open_period_start_seconds",
-		Help: "Start (Unix seconds) of the board's oldest period that is not final: events may still change it and every later one."}, []string{"board"})
-	var errs []error
-	low, open = register(reg(o), &errs, low), register(reg(o), &errs, open)
-	if len(errs) > 0 {
-		return fmt.Errorf("registering metrics: %w", errs[0])
+	m, err := newMetrics(o.reg)
+	if err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -43,8 +36,8 @@ func RunFinality(ctx context.Context, store *ranking.Store, boards []*ranking.Bo
 			if err == nil && ok {
 				var p ranking.Period
 				if p, err = store.OldestOpen(ctx, b.Name); err == nil {
-					low.WithLabelValues(b.Name).Set(float64(lw.UnixMilli()) / 1000)
-					open.WithLabelValues(b.Name).Set(float64(p.Start.Unix()))
+					m.finLow.WithLabelValues(b.Name).Set(float64(lw.UnixMilli()) / 1000)
+					m.finOpen.WithLabelValues(b.Name).Set(float64(p.Start.Unix()))
 				}
 			}
 			if err != nil && ctx.Err() == nil {
@@ -57,11 +50,4 @@ func RunFinality(ctx context.Context, store *ranking.Store, boards []*ranking.Bo
 		case <-t.C:
 		}
 	}
-}
-
-func reg(o options) prometheus.Registerer {
-	if o.reg == nil {
-		return prometheus.NewRegistry()
-	}
-	return o.reg
 }

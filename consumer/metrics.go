@@ -32,6 +32,8 @@ type metrics struct {
 	behind      prometheus.Gauge         // partitions whose committed offset Redis has no record of
 	rollDur     *prometheus.HistogramVec // board
 	rollErrors  *prometheus.CounterVec   // board
+	finLow      *prometheus.GaugeVec     // board: RunFinality
+	finOpen     *prometheus.GaugeVec     // board: RunFinality
 }
 
 // newMetrics registers the package's collectors on reg (a private registry
@@ -100,6 +102,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: seconds}, []string{"board"})),
 		rollErrors: counterVec("rollover", "errors_total",
 			"Failed rollovers of a rolling board (retried at the next tick).", "board"),
+		finLow: register(reg, &errs, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "rankd", Subsystem: "finality", Name: "low_watermark_seconds",
+			Help: "Least stream time (Unix seconds) of the partitions feeding the board (idle partitions left out)."}, []string{"board"})),
+		finOpen: register(reg, &errs, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "rankd", Subsystem: "finality", Name: "oldest_open_period_start_seconds",
+			Help: "Start (Unix seconds) of the board's oldest period that is not final: events may still change it and every later one."}, []string{"board"})),
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

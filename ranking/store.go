@@ -50,12 +50,11 @@ type Store struct {
 	known    map[string]time.Time // dims tags registered in Redis, and when
 	rollWait time.Duration
 
-	// Generations (store_gen.go): prefix is the key prefix of generation
-	// gen; base is the configured prefix (gens, marks). A generation's
-	// store is a view of the root store, which follows the active
-	// generations.
+	// Generations (store_gen.go): prefix is the key prefix of this store's
+	// generation; base is the configured prefix (gens, marks). A
+	// generation's store is a view of the root store, which follows the
+	// active generations.
 	base     string
-	gen      int
 	root     *Store // nil on the root
 	viewMu   sync.Mutex
 	views    map[int]*Store

@@ -130,7 +130,7 @@ func (s *Store) view(g int) *Store {
 	}
 	v := &Store{
 		rdb: s.rdb, cluster: s.cluster, boards: s.boards, order: s.order, base: s.base,
-		prefix: genPrefix(s.base, g), gen: g, root: s, ttl: s.ttl, now: s.now, log: s.log,
+		prefix: genPrefix(s.base, g), root: s, ttl: s.ttl, now: s.now, log: s.log,
 		maxCall: s.maxCall, chunk: s.chunk, lockTTL: s.lockTTL, known: map[string]time.Time{}, rollWait: s.rollWait,
 	}
 	s.views[g] = v
@@ -142,10 +142,6 @@ func (s *Store) view(g int) *Store {
 // root store (marks belong to the log, not to a generation; a partition's
 // latest mark never moves back).
 func (s *Store) Generation(g int) *Store { return s.view(g) }
-
-// Gen returns the generation a store from Generation writes (0 for the
-// store NewStore returns, which follows the active generations).
-func (s *Store) Gen() int { return s.gen }
 
 // applyGens is Apply on the root store: every update goes to its board's
 // active generation, and also to the generation being built if there is

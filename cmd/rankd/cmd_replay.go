@@ -279,7 +279,7 @@ func (r *replayRun) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	gen, stale, err := store.BeginBuild(ctx, token, r.boards)
+	gen, _, err := store.BeginBuild(ctx, token, r.boards) // a dead replay's build is listed to drop in the gens hash
 	if err != nil {
 		return err
 	}
@@ -338,7 +338,6 @@ func (r *replayRun) run(ctx context.Context) error {
 	// Drop the old generations: this switch's, the builds of replays that
 	// died, and what earlier replays did not get to delete (killed after
 	// their switch). The gens hash keeps the list until each is deleted.
-	_ = stale // recorded in the gens hash by BeginBuild
 	pending, err := store.PendingDrops(ctx)
 	if err != nil {
 		return fmt.Errorf("switched to generation %d, but %w", gen, err)
