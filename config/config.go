@@ -7,13 +7,15 @@ import (
 	_ "time/tzdata" // time zones on machines without a zoneinfo database
 
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/ingest"
 )
 
-// Example is the example configuration for a live-streaming platform
-// (config/example.yaml).
-//
 //go:embed example.yaml
-var Example []byte
+var example []byte
+
+// Example returns the example configuration for a live-streaming platform
+// (config/example.yaml), the embedded default of `rankd dev`.
+func Example() []byte { return append([]byte(nil), example...) }
 
 // Config is a loaded and validated configuration.
 type Config struct {
@@ -24,10 +26,10 @@ type Config struct {
 	HTTP     HTTP
 	Rollover Rollover
 	// Routes are the routing rules, in file order.
-	Routes []ranking.Route
+	Routes []ingest.Route
 
 	boards  []*ranking.Board
-	schemas map[string]*ranking.Schema
+	schemas map[string]*ingest.Schema
 }
 
 // Kafka configures the consumer.
@@ -42,10 +44,10 @@ type Kafka struct {
 	// "rankd-dead-letter".
 	DeadLetterTopic string
 	// MaxMessageBytes: larger messages are dead-lettered as too_large;
-	// default ranking.DefaultMaxMessageBytes.
+	// default ingest.DefaultMaxMessageBytes.
 	MaxMessageBytes int
 	// FutureSkew: events whose time is further ahead of the clock are
-	// dead-lettered as future; default ranking.DefaultFutureSkew; 0
+	// dead-lettered as future; default ingest.DefaultFutureSkew; 0
 	// disables the check.
 	FutureSkew time.Duration
 	MinBytes   int           // fetch min bytes; default 1
@@ -110,15 +112,15 @@ func (c *Config) Board(name string) *ranking.Board {
 // Schemas returns the event schema of every known topic (gift, like,
 // comment and those of the topics section), with the Kafka limits applied
 // and the per-topic limits: max_id_len and max_key_len (default
-// ranking.DefaultMaxIDLen and ranking.DefaultMaxKeyLen), min_time (default
-// ranking.DefaultMinTime) and the fields' min, max and max_len (the
-// defaults of gift, like and comment as in ranking.DefaultSchemas).
+// ingest.DefaultMaxIDLen and ingest.DefaultMaxKeyLen), min_time (default
+// ingest.DefaultMinTime()) and the fields' min, max and max_len (the
+// defaults of gift, like and comment as in ingest.DefaultSchemas).
 // The schemas are shared; a caller may set their Now clock before use.
-func (c *Config) Schemas() map[string]*ranking.Schema { return c.schemas }
+func (c *Config) Schemas() map[string]*ingest.Schema { return c.schemas }
 
 // Router compiles the routes into a new Router.
-func (c *Config) Router() (*ranking.Router, error) {
-	r, err := ranking.NewRouter(c.boards, c.schemas, c.Routes)
+func (c *Config) Router() (*ingest.Router, error) {
+	r, err := ingest.NewRouter(c.boards, c.schemas, c.Routes)
 	if err != nil {
 		return nil, fmt.Errorf("%s: routes: %w", c.File, err)
 	}
@@ -133,8 +135,8 @@ func defaults() *Config {
 			Workers:           2,
 			Batch:             Batch{Count: 1000, Bytes: 4 << 20, Linger: 20 * time.Millisecond},
 			DeadLetterTopic:   "rankd-dead-letter",
-			MaxMessageBytes:   ranking.DefaultMaxMessageBytes,
-			FutureSkew:        ranking.DefaultFutureSkew,
+			MaxMessageBytes:   ingest.DefaultMaxMessageBytes,
+			FutureSkew:        ingest.DefaultFutureSkew,
 			MinBytes:          1,
 			MaxWait:           250 * time.Millisecond,
 			SessionTimeout:    10 * time.Second,

@@ -12,10 +12,11 @@ import (
 	"time"
 
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/ingest"
 )
 
 func TestExample(t *testing.T) {
-	c, err := LoadBytes("example.yaml", Example)
+	c, err := LoadBytes("example.yaml", Example())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestExample(t *testing.T) {
 
 func TestLoadFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rankd.yaml")
-	if err := os.WriteFile(path, Example, 0o600); err != nil {
+	if err := os.WriteFile(path, Example(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Load(path); err != nil {
@@ -229,7 +230,7 @@ func TestEnvOverrides(t *testing.T) {
 	t.Setenv("RANKD_REDIS_ADDRS", "r1:7000,r2:7000")
 	t.Setenv("RANKD_REDIS_PASSWORD", "s3cret")
 	t.Setenv("RANKD_HTTP_LISTEN", "127.0.0.1:9000")
-	c, err := LoadBytes("example.yaml", Example)
+	c, err := LoadBytes("example.yaml", Example())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,11 +241,11 @@ func TestEnvOverrides(t *testing.T) {
 	}
 
 	t.Setenv("RANKD_REDIS_ADDR", "r0:6379")
-	if _, err := LoadBytes("example.yaml", Example); err == nil || !strings.Contains(err.Error(), "both RANKD_REDIS_ADDR and RANKD_REDIS_ADDRS") {
+	if _, err := LoadBytes("example.yaml", Example()); err == nil || !strings.Contains(err.Error(), "both RANKD_REDIS_ADDR and RANKD_REDIS_ADDRS") {
 		t.Fatalf("both redis env vars: err = %v", err)
 	}
 	t.Setenv("RANKD_REDIS_ADDRS", "")
-	c, err = LoadBytes("example.yaml", Example)
+	c, err = LoadBytes("example.yaml", Example())
 	if err != nil || c.Redis.Addr != "r0:6379" || c.Redis.Cluster() {
 		t.Fatalf("RANKD_REDIS_ADDR: %+v, %v", c.Redis, err)
 	}
@@ -272,7 +273,7 @@ func TestTopicsOverride(t *testing.T) {
 	if gift.IDField != "msg_id" {
 		t.Errorf("gift id field = %q", gift.IDField)
 	}
-	for name, want := range map[string]ranking.FieldType{"vip": ranking.TypeInt, "coins": ranking.TypeFloat, "badge": ranking.TypeString, "zone": ranking.TypeString, "msg_id": ranking.TypeString} {
+	for name, want := range map[string]ingest.FieldType{"vip": ingest.TypeInt, "coins": ingest.TypeFloat, "badge": ingest.TypeString, "zone": ingest.TypeString, "msg_id": ingest.TypeString} {
 		if got, ok := gift.Field(name); !ok || got != want {
 			t.Errorf("gift field %s = %v, %v; want %v", name, got, ok, want)
 		}
@@ -420,7 +421,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 				t.Fatalf("accepted keys: %v; want %s", err, tt.want)
 			}
 			// The section: from its line to the next top-level line.
-			text := string(Example)
+			text := string(Example())
 			i := strings.Index(text, "\n"+tt.section+":\n")
 			if i < 0 {
 				t.Fatalf("example.yaml has no %s section", tt.section)

@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/ingest"
 )
 
 // spec is what the file declares beyond Config's plain sections: the
@@ -25,7 +26,7 @@ type spec struct {
 type topicSpec struct {
 	name, path string
 	id, ts     string // "": keep the default
-	fields     []ranking.Field
+	fields     []ingest.Field
 	// Limits, applied when the file sets them (see loader.has).
 	maxIDLen, maxKeyLen int
 	minTime             time.Time
@@ -193,8 +194,8 @@ func (l *loader) board(n *yaml.Node, path string) *ranking.Board {
 }
 
 // route decodes one routing rule.
-func (l *loader) route(n *yaml.Node, path string) ranking.Route {
-	var r ranking.Route
+func (l *loader) route(n *yaml.Node, path string) ingest.Route {
+	var r ingest.Route
 	l.mapping(n, path, map[string]field{
 		"topic":  l.str(&r.Topic),
 		"when":   l.str(&r.When),
@@ -235,7 +236,7 @@ func (l *loader) instant(dst *time.Time) field {
 // topic decodes a topic's schema override.
 func (l *loader) topic(name string, n *yaml.Node, path string) *topicSpec {
 	// A limit that fails to decode keeps its (valid) default: one error.
-	t := &topicSpec{name: name, path: path, maxIDLen: ranking.DefaultMaxIDLen, maxKeyLen: ranking.DefaultMaxKeyLen}
+	t := &topicSpec{name: name, path: path, maxIDLen: ingest.DefaultMaxIDLen, maxKeyLen: ingest.DefaultMaxKeyLen}
 	l.mapping(n, path, map[string]field{
 		"id":          l.str(&t.id),
 		"ts":          l.str(&t.ts),
@@ -256,8 +257,8 @@ func (l *loader) topic(name string, n *yaml.Node, path string) *topicSpec {
 // schemaField decodes "name: type" or "name: {type, required, default,
 // min, max, max_len}". A field with an error is left out (false), so that
 // the schema's validation does not report it again.
-func (l *loader) schemaField(name string, n *yaml.Node, path string) (ranking.Field, bool) {
-	f := ranking.Field{Name: name}
+func (l *loader) schemaField(name string, n *yaml.Node, path string) (ingest.Field, bool) {
+	f := ingest.Field{Name: name}
 	var typ string
 	var defNode, minNode, maxNode, lenNode *yaml.Node
 	node := func(dst **yaml.Node) field {
@@ -284,7 +285,7 @@ func (l *loader) schemaField(name string, n *yaml.Node, path string) (ranking.Fi
 			},
 		})
 	}
-	t, err := ranking.ParseFieldType(typ)
+	t, err := ingest.ParseFieldType(typ)
 	if err != nil {
 		l.errorf(join(path, "type"), "%v", err)
 		return f, false
@@ -308,7 +309,7 @@ func (l *loader) schemaField(name string, n *yaml.Node, path string) (ranking.Fi
 			continue
 		}
 		p := join(path, b.key)
-		if t != ranking.TypeInt && t != ranking.TypeFloat {
+		if t != ingest.TypeInt && t != ingest.TypeFloat {
 			l.errorAt(b.n, p, "%s is only for int and float fields, not %s", b.key, t)
 			ok = false
 			continue
@@ -323,7 +324,7 @@ func (l *loader) schemaField(name string, n *yaml.Node, path string) (ranking.Fi
 	}
 	if lenNode != nil && ok {
 		switch p := join(path, "max_len"); {
-		case t != ranking.TypeString:
+		case t != ingest.TypeString:
 			l.errorAt(lenNode, p, "max_len is only for string fields, not %s", t)
 			ok = false
 		case f.MaxLen < 1:
@@ -335,7 +336,7 @@ func (l *loader) schemaField(name string, n *yaml.Node, path string) (ranking.Fi
 		return f, false
 	}
 	if f.Min != nil && f.Max != nil {
-		if err := (ranking.Field{Type: t, Max: f.Max}).Check(f.Min); err != nil {
+		if err := (ingest.Field{Type: t, Max: f.Max}).Check(f.Min); err != nil {
 			l.errorAt(maxNode, join(path, "max"), "max %v is below min %v", f.Max, f.Min)
 			return f, false
 		}
@@ -358,14 +359,14 @@ func scalarText(n *yaml.Node) string {
 }
 
 // parseValue parses scalar n as a value of type t.
-func parseValue(t ranking.FieldType, n *yaml.Node) (any, error) {
+func parseValue(t ingest.FieldType, n *yaml.Node) (any, error) {
 	s := scalarText(n)
 	switch t {
-	case ranking.TypeInt:
+	case ingest.TypeInt:
 		return strconv.ParseInt(s, 10, 64)
-	case ranking.TypeFloat:
+	case ingest.TypeFloat:
 		return strconv.ParseFloat(s, 64)
-	case ranking.TypeBool:
+	case ingest.TypeBool:
 		return strconv.ParseBool(s)
 	}
 	return s, nil
@@ -373,13 +374,13 @@ func parseValue(t ranking.FieldType, n *yaml.Node) (any, error) {
 
 // schemas builds the schema of every topic: the defaults of gift, like and
 // comment, overridden and extended by the topics section.
-func (l *loader) schemas(c *Config, s *spec) map[string]*ranking.Schema {
-	out := ranking.DefaultSchemas()
+func (l *loader) schemas(c *Config, s *spec) map[string]*ingest.Schema {
+	out := ingest.DefaultSchemas()
 	for _, t := range s.topics {
 		sc := out[t.name]
 		if sc == nil {
-			sc = &ranking.Schema{IDField: "id", TSField: "ts", MaxIDLen: ranking.DefaultMaxIDLen,
-				MaxKeyLen: ranking.DefaultMaxKeyLen, MinTime: ranking.DefaultMinTime}
+			sc = &ingest.Schema{IDField: "id", TSField: "ts", MaxIDLen: ingest.DefaultMaxIDLen,
+				MaxKeyLen: ingest.DefaultMaxKeyLen, MinTime: ingest.DefaultMinTime()}
 			out[t.name] = sc
 		}
 		if t.id != "" {
@@ -405,11 +406,11 @@ func (l *loader) schemas(c *Config, s *spec) map[string]*ranking.Schema {
 			sc.MinTime = t.minTime
 		}
 		// A field named like the new id or ts field gives way to it.
-		sc.Fields = slices.DeleteFunc(sc.Fields, func(f ranking.Field) bool {
+		sc.Fields = slices.DeleteFunc(sc.Fields, func(f ingest.Field) bool {
 			return f.Name == sc.IDField || f.Name == sc.TSField
 		})
 		for _, f := range t.fields {
-			if i := slices.IndexFunc(sc.Fields, func(g ranking.Field) bool { return g.Name == f.Name }); i >= 0 {
+			if i := slices.IndexFunc(sc.Fields, func(g ingest.Field) bool { return g.Name == f.Name }); i >= 0 {
 				sc.Fields[i] = f
 			} else {
 				sc.Fields = append(sc.Fields, f)

@@ -6,7 +6,7 @@
 // boards or routes are all reported at once, sorted by position, each as
 // "file:line:column: field: message" (an *Error). A Config that Load returns
 // is valid: its boards pass ranking.NewCodec and its routes compile into a
-// ranking.Router.
+// ingest.Router.
 //
 // YAML anchors, aliases and merge keys (<<) work; top-level keys starting
 // with "x-" are ignored, to hold shared settings.

@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/ingest"
 )
 
 // TestTopicLimitDefaults checks the input limits a file gets without
-// saying anything: those of ranking.DefaultSchemas for gift, like and
+// saying anything: those of ingest.DefaultSchemas for gift, like and
 // comment, the schema-wide ones for a topic the file declares.
 func TestTopicLimitDefaults(t *testing.T) {
 	c, err := LoadBytes("t.yaml", []byte(base+"topics:\n  clicks:\n    fields:\n      page: string\n"))
@@ -23,14 +23,14 @@ func TestTopicLimitDefaults(t *testing.T) {
 			t.Errorf("%s: max_id_len %d, max_key_len %d, min_time %v; want 256, 256, %v", name, s.MaxIDLen, s.MaxKeyLen, s.MinTime, y2k)
 		}
 	}
-	field := func(topic, name string) ranking.Field {
+	field := func(topic, name string) ingest.Field {
 		for _, f := range c.Schemas()[topic].Fields {
 			if f.Name == name {
 				return f
 			}
 		}
 		t.Fatalf("%s has no field %s", topic, name)
-		return ranking.Field{}
+		return ingest.Field{}
 	}
 	for _, tt := range []struct {
 		topic, field string
@@ -60,7 +60,7 @@ func TestTopicLimitDefaults(t *testing.T) {
 
 	// The example's like with count -1000000 and its gift with ts 0 are
 	// dead-lettered as validation.
-	ex, err := LoadBytes("example.yaml", Example)
+	ex, err := LoadBytes("example.yaml", Example())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestTopicLimitDefaults(t *testing.T) {
 		{"comment", `{"id":"` + strings.Repeat("m", 900000) + `","ts":1763700000000,"news_id":"n"}`, `validation: field "id": message ID of 900000 bytes exceeds max_id_len 256`},
 	} {
 		_, err := ex.Schemas()[tt.topic].Decode(tt.topic, 0, 1, []byte(tt.value), nil, now)
-		if ranking.Reason(err) != ranking.ReasonValidation || err.Error() != tt.err {
+		if ingest.Reason(err) != ingest.ReasonValidation || err.Error() != tt.err {
 			t.Errorf("%s: err\n got %v\nwant %s", tt.topic, err, tt.err)
 		}
 	}
@@ -106,12 +106,12 @@ func TestTopicLimits(t *testing.T) {
 	if clicks.MaxIDLen != 256 || clicks.MaxKeyLen != 256 || !clicks.MinTime.Equal(time.Date(2024, 5, 31, 16, 0, 0, 0, time.UTC)) {
 		t.Errorf("clicks limits %d, %d, %v", clicks.MaxIDLen, clicks.MaxKeyLen, clicks.MinTime)
 	}
-	want := map[string]ranking.Field{
-		"coins":     {Name: "coins", Type: ranking.TypeInt, Min: int64(-10), Max: int64(1000000)},
-		"zone":      {Name: "zone", Type: ranking.TypeString, MaxLen: 3, Default: "z"},
-		"ratio":     {Name: "ratio", Type: ranking.TypeFloat, Min: -1.5, Max: 2.5, Default: 0.5},
-		"count":     {Name: "count", Type: ranking.TypeInt, Min: int64(1)},                           // untouched default
-		"anchor_id": {Name: "anchor_id", Type: ranking.TypeString, MaxLen: ranking.DefaultMaxKeyLen}, // untouched default
+	want := map[string]ingest.Field{
+		"coins":     {Name: "coins", Type: ingest.TypeInt, Min: int64(-10), Max: int64(1000000)},
+		"zone":      {Name: "zone", Type: ingest.TypeString, MaxLen: 3, Default: "z"},
+		"ratio":     {Name: "ratio", Type: ingest.TypeFloat, Min: -1.5, Max: 2.5, Default: 0.5},
+		"count":     {Name: "count", Type: ingest.TypeInt, Min: int64(1)},                          // untouched default
+		"anchor_id": {Name: "anchor_id", Type: ingest.TypeString, MaxLen: ingest.DefaultMaxKeyLen}, // untouched default
 	}
 	for _, f := range gift.Fields {
 		if w, ok := want[f.Name]; ok {
@@ -144,7 +144,7 @@ func TestTopicLimits(t *testing.T) {
 		if err == nil {
 			_, err = r.Route(ev)
 		}
-		if tt.err == "" && err != nil || tt.err != "" && (ranking.Reason(err) != ranking.ReasonValidation || err.Error() != tt.err) {
+		if tt.err == "" && err != nil || tt.err != "" && (ingest.Reason(err) != ingest.ReasonValidation || err.Error() != tt.err) {
 			t.Errorf("%s: err\n got %v\nwant %s", tt.value, err, tt.err)
 		}
 	}

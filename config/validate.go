@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/ingest"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 var boardName = regexp.MustCompile(`^[a-z0-9_]+$`)
@@ -125,7 +127,7 @@ func (l *loader) validateRedis(c *Config) {
 	}
 	if r.Prefix == "" || strings.ContainsAny(r.Prefix, "{}:") {
 		l.errorf("redis.prefix", "prefix %q must be non-empty without '{', '}' or ':'", r.Prefix)
-	} else if err := ranking.ValidatePrefix(r.Prefix); err != nil {
+	} else if err := store.ValidatePrefix(r.Prefix); err != nil {
 		l.errorf("redis.prefix", "%v", err)
 	}
 	if r.DedupeTTL <= 0 {
@@ -308,7 +310,7 @@ func (l *loader) validateRoutes(c *Config, invalid, broken map[string]bool) {
 	if len(c.Routes) == 0 {
 		l.errorf("routes", "no routes")
 	}
-	var routes []ranking.Route
+	var routes []ingest.Route
 	var index []int // routes[i] is c.Routes[index[i]]
 	for i, r := range c.Routes {
 		if !broken[fmt.Sprintf("routes[%d]", i)] {
@@ -316,9 +318,9 @@ func (l *loader) validateRoutes(c *Config, invalid, broken map[string]bool) {
 			index = append(index, i)
 		}
 	}
-	_, err := ranking.NewRouter(c.boards, c.schemas, routes)
+	_, err := ingest.NewRouter(c.boards, c.schemas, routes)
 	for _, e := range unjoin(err) {
-		var re *ranking.RouteError
+		var re *ingest.RouteError
 		if !errors.As(e, &re) {
 			if len(invalid) == 0 && e != nil {
 				l.errorf("routes", "%v", e)

@@ -12,7 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/internal/testenv"
-	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/ingest"
 )
 
 // TestBadInput produces a table of malformed messages between good ones
@@ -40,35 +40,35 @@ func TestBadInput(t *testing.T) {
 		reason string // "" for a message that must not be dead-lettered
 	}{
 		{name: "good before", topic: "gift", value: gift("g1", ms(at), "")},
-		{name: "not JSON", topic: "gift", value: `{"id":"nj","ts":`, reason: ranking.ReasonDecode},
-		{name: "JSON array", topic: "gift", value: `[1,2,3]`, reason: ranking.ReasonDecode},
-		{name: "JSON null", topic: "like", value: `null`, reason: ranking.ReasonDecode},
-		{name: "empty value", topic: "comment", value: ``, reason: ranking.ReasonDecode},
-		{name: "trailing data", topic: "gift", value: gift("td", ms(at), "") + `{}`, reason: ranking.ReasonDecode},
-		{name: "wrong type", topic: "gift", value: `{"id":"wt","ts":1,"anchor_id":"a1","coins":"lots"}`, reason: ranking.ReasonValidation},
-		{name: "ts not a number", topic: "like", value: `{"id":"ts","ts":"yesterday","anchor_id":"a1"}`, reason: ranking.ReasonValidation},
-		{name: "fractional count", topic: "like", value: `{"id":"fc","ts":1,"anchor_id":"a1","count":1.5}`, reason: ranking.ReasonValidation},
-		{name: "NaN", topic: "gift", value: `{"id":"nan","ts":1,"anchor_id":"a1","coins":NaN}`, reason: ranking.ReasonDecode},
-		{name: "huge number", topic: "gift", value: gift("huge", ms(at), `,"count":1e400`), reason: ranking.ReasonOutOfRange},
-		{name: "beyond int64", topic: "gift", value: gift("i65", ms(at), `,"coins":99999999999999999999`), reason: ranking.ReasonOutOfRange},
-		{name: "beyond the board's exact range", topic: "gift", value: gift("range", ms(at), `,"coins":9007199254740991`), reason: ranking.ReasonOutOfRange},
-		{name: "missing dims field", topic: "gift", value: `{"id":"nd","ts":` + strconv.FormatInt(ms(at), 10) + `,"anchor_id":"a1","user_id":"u1","zone":"z1","coins":5}`, reason: ranking.ReasonValidation},
-		{name: "missing member", topic: "gift", value: `{"id":"nm","ts":` + strconv.FormatInt(ms(at), 10) + `,"coins":5}`, reason: ranking.ReasonNoMember},
-		{name: "invalid UTF-8", topic: "gift", value: "{\"id\":\"bad\xff\",\"ts\":1,\"anchor_id\":\"a1\"}", reason: ranking.ReasonDecode},
+		{name: "not JSON", topic: "gift", value: `{"id":"nj","ts":`, reason: ingest.ReasonDecode},
+		{name: "JSON array", topic: "gift", value: `[1,2,3]`, reason: ingest.ReasonDecode},
+		{name: "JSON null", topic: "like", value: `null`, reason: ingest.ReasonDecode},
+		{name: "empty value", topic: "comment", value: ``, reason: ingest.ReasonDecode},
+		{name: "trailing data", topic: "gift", value: gift("td", ms(at), "") + `{}`, reason: ingest.ReasonDecode},
+		{name: "wrong type", topic: "gift", value: `{"id":"wt","ts":1,"anchor_id":"a1","coins":"lots"}`, reason: ingest.ReasonValidation},
+		{name: "ts not a number", topic: "like", value: `{"id":"ts","ts":"yesterday","anchor_id":"a1"}`, reason: ingest.ReasonValidation},
+		{name: "fractional count", topic: "like", value: `{"id":"fc","ts":1,"anchor_id":"a1","count":1.5}`, reason: ingest.ReasonValidation},
+		{name: "NaN", topic: "gift", value: `{"id":"nan","ts":1,"anchor_id":"a1","coins":NaN}`, reason: ingest.ReasonDecode},
+		{name: "huge number", topic: "gift", value: gift("huge", ms(at), `,"count":1e400`), reason: ingest.ReasonOutOfRange},
+		{name: "beyond int64", topic: "gift", value: gift("i65", ms(at), `,"coins":99999999999999999999`), reason: ingest.ReasonOutOfRange},
+		{name: "beyond the board's exact range", topic: "gift", value: gift("range", ms(at), `,"coins":9007199254740991`), reason: ingest.ReasonOutOfRange},
+		{name: "missing dims field", topic: "gift", value: `{"id":"nd","ts":` + strconv.FormatInt(ms(at), 10) + `,"anchor_id":"a1","user_id":"u1","zone":"z1","coins":5}`, reason: ingest.ReasonValidation},
+		{name: "missing member", topic: "gift", value: `{"id":"nm","ts":` + strconv.FormatInt(ms(at), 10) + `,"coins":5}`, reason: ingest.ReasonNoMember},
+		{name: "invalid UTF-8", topic: "gift", value: "{\"id\":\"bad\xff\",\"ts\":1,\"anchor_id\":\"a1\"}", reason: ingest.ReasonDecode},
 		{name: "invalid UTF-8 id header", topic: "like", value: `{"ts":1,"anchor_id":"a1"}`,
-			header: []kafka.Header{{Key: "id", Value: []byte("\xfe\xff")}}, reason: ranking.ReasonValidation},
-		{name: "2 MB payload", topic: "gift", value: big, reason: ranking.ReasonTooLarge},
-		{name: "ts far in the future", topic: "gift", value: gift("fut", ms(now.AddDate(1, 0, 0)), ""), reason: ranking.ReasonFuture},
+			header: []kafka.Header{{Key: "id", Value: []byte("\xfe\xff")}}, reason: ingest.ReasonValidation},
+		{name: "2 MB payload", topic: "gift", value: big, reason: ingest.ReasonTooLarge},
+		{name: "ts far in the future", topic: "gift", value: gift("fut", ms(now.AddDate(1, 0, 0)), ""), reason: ingest.ReasonFuture},
 		{name: "good later", topic: "gift", value: gift("g2", ms(at.Add(time.Hour)), "")},
-		{name: "late", topic: "gift", value: gift("late", ms(at), ""), reason: ranking.ReasonLate},
+		{name: "late", topic: "gift", value: gift("late", ms(at), ""), reason: ingest.ReasonLate},
 		{name: "duplicate of a good one", topic: "gift", value: gift("g1", ms(at), "")},
-		{name: "duplicate of the late one", topic: "gift", value: gift("late", ms(at), ""), reason: ranking.ReasonLate},
+		{name: "duplicate of the late one", topic: "gift", value: gift("late", ms(at), ""), reason: ingest.ReasonLate},
 		{name: "filtered comment", topic: "comment", value: `{"id":"c0","ts":` + strconv.FormatInt(ms(at), 10) + `,"anchor_id":"a1","news_id":""}`},
-		{name: "negative like", topic: "like", value: `{"id":"neg","ts":` + strconv.FormatInt(ms(at), 10) + `,"anchor_id":"a2","count":-5}`, reason: ranking.ReasonValidation},
-		{name: "ts 0", topic: "like", value: `{"id":"t0","ts":0,"anchor_id":"a2"}`, reason: ranking.ReasonValidation},
-		{name: "10,000-char member id", topic: "like", value: `{"id":"lm","ts":` + strconv.FormatInt(ms(at), 10) + `,"anchor_id":"` + strings.Repeat("a", 10000) + `"}`, reason: ranking.ReasonValidation},
-		{name: "5 KB room id", topic: "gift", value: gift("lr", ms(at), `,"room_id":"`+strings.Repeat("r", 5000)+`"`), reason: ranking.ReasonValidation},
-		{name: "9 KB message id", topic: "gift", value: gift(strings.Repeat("i", 9000), ms(at), ""), reason: ranking.ReasonValidation},
+		{name: "negative like", topic: "like", value: `{"id":"neg","ts":` + strconv.FormatInt(ms(at), 10) + `,"anchor_id":"a2","count":-5}`, reason: ingest.ReasonValidation},
+		{name: "ts 0", topic: "like", value: `{"id":"t0","ts":0,"anchor_id":"a2"}`, reason: ingest.ReasonValidation},
+		{name: "10,000-char member id", topic: "like", value: `{"id":"lm","ts":` + strconv.FormatInt(ms(at), 10) + `,"anchor_id":"` + strings.Repeat("a", 10000) + `"}`, reason: ingest.ReasonValidation},
+		{name: "5 KB room id", topic: "gift", value: gift("lr", ms(at), `,"room_id":"`+strings.Repeat("r", 5000)+`"`), reason: ingest.ReasonValidation},
+		{name: "9 KB message id", topic: "gift", value: gift(strings.Repeat("i", 9000), ms(at), ""), reason: ingest.ReasonValidation},
 		{name: "good after", topic: "like", value: `{"id":"l9","ts":` + strconv.FormatInt(ms(at.Add(time.Hour)), 10) + `,"anchor_id":"a3"}`},
 	}
 	type origin struct {
@@ -111,10 +111,10 @@ func TestBadInput(t *testing.T) {
 		}
 		o := origin{h[HeaderTopic], off}
 		got[o] = h[HeaderReason]
-		if h[HeaderReason] == ranking.ReasonLate {
+		if h[HeaderReason] == ingest.ReasonLate {
 			lateBoards[o] = h[HeaderBoards]
 		}
-		if h[HeaderReason] == ranking.ReasonTooLarge {
+		if h[HeaderReason] == ingest.ReasonTooLarge {
 			if len(m.Value) != 0 || h[HeaderTruncated] != strconv.Itoa(len(big)) {
 				t.Errorf("too_large dead letter: value of %d bytes, truncated header %q; want none and %d", len(m.Value), h[HeaderTruncated], len(big))
 			}
@@ -132,8 +132,8 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s (%s@%d): dead-lettered as %q, want applied", names[o], o.topic, o.offset, reason)
 		}
 	}
-	for _, reason := range []string{ranking.ReasonDecode, ranking.ReasonValidation, ranking.ReasonOutOfRange,
-		ranking.ReasonNoMember, ranking.ReasonTooLarge, ranking.ReasonFuture, ranking.ReasonLate} {
+	for _, reason := range []string{ingest.ReasonDecode, ingest.ReasonValidation, ingest.ReasonOutOfRange,
+		ingest.ReasonNoMember, ingest.ReasonTooLarge, ingest.ReasonFuture, ingest.ReasonLate} {
 		n := 0
 		for _, r := range want {
 			if r == reason {

@@ -1,11 +1,9 @@
 // Package consumer is rankd's Kafka transport: group readers, batching,
 // delivery to a Sink, dead letters, offset commits, backpressure, graceful
 // shutdown, and the loop's metrics and health. It knows nothing of boards;
-// RankingSink connects it to the ranking package (decode, route,
-// Store.Apply). RunRollover, the rolling boards' prefill timer, and
-// RunFinality, the finality gauges, live here too because they run beside
-// the workers in `rankd run`. PlanReplay and Replay read partitions by
-// offset range for `rankd replay`.
+// RankingSink connects it to the rest of the flow: Kafka -> consumer ->
+// ranking/ingest (decode, route) -> ranking/store (Store.Apply). PlanReplay
+// and Replay read partitions by offset range for `rankd replay`.
 //
 // # Stream time
 //

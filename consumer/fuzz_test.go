@@ -11,6 +11,8 @@ import (
 
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/ingest"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // FuzzSink fuzzes the decode and route half of RankingSink (no Redis) with
@@ -24,7 +26,7 @@ import (
 //
 //	go test ./consumer -run '^$' -fuzz FuzzSink -fuzztime 1m
 func FuzzSink(f *testing.F) {
-	cfg, err := config.LoadBytes("example.yaml", config.Example)
+	cfg, err := config.LoadBytes("example.yaml", config.Example())
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -35,11 +37,11 @@ func FuzzSink(f *testing.F) {
 	// The store is never called: plan only decodes and routes.
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
-	store, err := ranking.NewStore(rdb, cfg.Boards())
+	st, err := store.New(rdb, cfg.Boards())
 	if err != nil {
 		f.Fatal(err)
 	}
-	sink, err := NewRankingSink(cfg.Schemas(), router, store)
+	sink, err := NewRankingSink(cfg.Schemas(), router, st)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -47,8 +49,8 @@ func FuzzSink(f *testing.F) {
 	for _, b := range cfg.Boards() {
 		boards[b.Name] = b
 	}
-	reasons := []string{ranking.ReasonDecode, ranking.ReasonValidation, ranking.ReasonTooLarge, ranking.ReasonFuture,
-		ranking.ReasonOutOfRange, ranking.ReasonNoMember, ranking.ReasonExpression, ranking.ReasonNoRoute}
+	reasons := []string{ingest.ReasonDecode, ingest.ReasonValidation, ingest.ReasonTooLarge, ingest.ReasonFuture,
+		ingest.ReasonOutOfRange, ingest.ReasonNoMember, ingest.ReasonExpression, ingest.ReasonNoRoute}
 	topics := []string{"gift", "like", "comment", "other"}
 	msgTime := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 
@@ -90,7 +92,7 @@ func FuzzSink(f *testing.F) {
 			}
 			for _, u := range p.ups[first.lo:first.hi] {
 				b := boards[u.Board]
-				codec, ok := store.Codec(u.Board)
+				codec, ok := st.Codec(u.Board)
 				switch {
 				case b == nil || !ok:
 					t.Fatalf("update for unknown board %q", u.Board)

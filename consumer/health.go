@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Pinger checks a dependency, such as *ranking.Store (Redis PING).
+// Pinger checks a dependency, such as *store.Store (Redis PING).
 type Pinger interface {
 	Ping(ctx context.Context) error
 }

@@ -23,7 +23,8 @@ import (
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/internal/oracle"
 	"github.com/rankd/rankd/internal/testenv"
-	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/ingest"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -38,14 +39,14 @@ type fixture struct {
 	t        *testing.T
 	broker   *testenv.Broker
 	cfg      *config.Config
-	router   *ranking.Router
+	router   *ingest.Router
 	kafkaOf  map[string]string // schema topic -> Kafka topic
 	topicMap map[string]string // Kafka topic -> schema topic
 	topics   []string          // Kafka topics, in schemaTopics order
 	dlq      string
 	group    string
 	rdb      *redis.Client
-	store    *ranking.Store
+	store    *store.Store
 	prefix   string // of the store's keys
 	reg      *prometheus.Registry
 }
@@ -55,7 +56,7 @@ type fixture struct {
 // and a store on rsrv.
 func newFixture(t *testing.T, rsrv *testenv.RedisServer, partitions int) *fixture {
 	t.Helper()
-	cfg, err := config.LoadBytes("example.yaml", config.Example)
+	cfg, err := config.LoadBytes("example.yaml", config.Example())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func newFixture(t *testing.T, rsrv *testenv.RedisServer, partitions int) *fixtur
 	f.group = f.broker.Topic(t, "group")
 	f.rdb = rsrv.Client(t)
 	f.prefix = testenv.Prefix(t)
-	f.store, err = ranking.NewStore(f.rdb, cfg.Boards(), ranking.WithPrefix(f.prefix))
+	f.store, err = store.New(f.rdb, cfg.Boards(), store.WithPrefix(f.prefix))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,10 +6,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/ingest"
 )
 
 // metrics are the collectors of the package. Every constructor of the
-// package (New, NewRankingSink, RunRollover) registers the whole set on its
+// package (New, NewRankingSink) registers the whole set on its
 // registerer; a collector that is already registered there is reused, so one
 // registerer can be given to all of them and they share the series.
 type metrics struct {
@@ -29,11 +30,7 @@ type metrics struct {
 	outOfRange  *prometheus.CounterVec   // board
 	eventLag    *prometheus.HistogramVec // topic
 	redisErrors prometheus.Counter
-	behind      prometheus.Gauge         // partitions whose committed offset Redis has no record of
-	rollDur     *prometheus.HistogramVec // board
-	rollErrors  *prometheus.CounterVec   // board
-	finLow      *prometheus.GaugeVec     // board: RunFinality
-	finOpen     *prometheus.GaugeVec     // board: RunFinality
+	behind      prometheus.Gauge // partitions whose committed offset Redis has no record of
 }
 
 // newMetrics registers the package's collectors on reg (a private registry
@@ -96,25 +93,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		behind: register(reg, &errs, prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "rankd", Subsystem: "sink", Name: "partitions_behind",
 			Help: "Partitions whose committed offset Redis has no record of applying (Redis lost writes): nothing is applied while it is above 0; rebuild with rankd replay."})),
-		rollDur: register(reg, &errs, prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "rankd", Subsystem: "rollover", Name: "duration_seconds",
-			Help:    "Duration of one rollover (prefill) of a rolling board, all dims.",
-			Buckets: seconds}, []string{"board"})),
-		rollErrors: counterVec("rollover", "errors_total",
-			"Failed rollovers of a rolling board (retried at the next tick).", "board"),
-		finLow: register(reg, &errs, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "rankd", Subsystem: "finality", Name: "low_watermark_seconds",
-			Help: "Least stream time (Unix seconds) of the partitions feeding the board (idle partitions left out)."}, []string{"board"})),
-		finOpen: register(reg, &errs, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "rankd", Subsystem: "finality", Name: "oldest_open_period_start_seconds",
-			Help: "Start (Unix seconds) of the board's oldest period that is not final: events may still change it and every later one."}, []string{"board"})),
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	// Every known label value exists from the start at 0, so that alerts
 	// on increase() see the first failure.
-	for _, r := range ranking.Reasons() {
+	for _, r := range ingest.Reasons() {
 		m.deadLetters.WithLabelValues(r)
 	}
 	for _, op := range []string{"fetch", "apply", "dead_letter", "commit"} {
@@ -129,9 +114,6 @@ func (m *metrics) touchBoards(boards []*ranking.Board) {
 		m.sinkUpdates.WithLabelValues(b.Name)
 		m.late.WithLabelValues(b.Name)
 		m.outOfRange.WithLabelValues(b.Name)
-		if b.Window == ranking.WindowRolling {
-			m.rollErrors.WithLabelValues(b.Name)
-		}
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Option sets an optional seam of New, NewRankingSink or RunRollover.
+// Option sets an optional seam of New or NewRankingSink.
 type Option func(*options)
 
 type options struct {
@@ -29,7 +29,7 @@ func newOptions(opts []Option) options {
 
 // WithRegisterer registers the package's metrics on reg (default: a private
 // registry, so nothing is exported). The same registerer may be given to
-// New, NewRankingSink and RunRollover: they share the collectors.
+// New and NewRankingSink: they share the collectors.
 func WithRegisterer(reg prometheus.Registerer) Option {
 	return func(o *options) { o.reg = reg }
 }

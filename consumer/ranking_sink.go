@@ -12,15 +12,17 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/ingest"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // RankingSink is rankd's Sink: it decodes every message with the schema of
 // its topic, routes the event to board updates, applies the updates of the
-// whole batch with one ranking.Store.Apply, and maps the store's verdicts
+// whole batch with one store.Store.Apply, and maps the store's verdicts
 // back to messages.
 //
 // A message becomes a DeadLetter when it cannot be decoded or routed (the
-// reason of its *ranking.PermanentError: decode, validation, too_large,
+// reason of its *ingest.PermanentError: decode, validation, too_large,
 // future, out_of_range, no_member, expression, no_route) or when the store
 // rejects one of its updates (late, out_of_range). A message is
 // dead-lettered once, with the first reason found, even when some of its
@@ -34,9 +36,9 @@ import (
 // does so): an update for a board the store does not know makes every
 // Apply fail, which the consumer retries forever.
 type RankingSink struct {
-	schemas map[string]*ranking.Schema
+	schemas map[string]*ingest.Schema
 	topics  map[string]string
-	router  *ranking.Router
+	router  *ingest.Router
 	store   Store
 	m       *metrics
 	now     func() time.Time
@@ -63,8 +65,8 @@ type streamPos struct {
 // NewRankingSink returns a RankingSink. schemas are keyed by topic name
 // (config.Config.Schemas); WithTopicMap maps Kafka topics named otherwise.
 // Options: WithRegisterer, WithClock, WithTopicMap.
-func NewRankingSink(schemas map[string]*ranking.Schema, router *ranking.Router, store Store, opts ...Option) (*RankingSink, error) {
-	if router == nil || store == nil {
+func NewRankingSink(schemas map[string]*ingest.Schema, router *ingest.Router, st Store, opts ...Option) (*RankingSink, error) {
+	if router == nil || st == nil {
 		return nil, fmt.Errorf("consumer: ranking sink needs a router and a store")
 	}
 	o := newOptions(opts)
@@ -72,25 +74,25 @@ func NewRankingSink(schemas map[string]*ranking.Schema, router *ranking.Router, 
 	if err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
-	if bs, ok := store.(interface{ Boards() []*ranking.Board }); ok {
+	if bs, ok := st.(interface{ Boards() []*ranking.Board }); ok {
 		m.touchBoards(bs.Boards())
 	}
-	return &RankingSink{schemas: schemas, topics: o.topics, router: router, store: store, m: m, now: o.now,
+	return &RankingSink{schemas: schemas, topics: o.topics, router: router, store: st, m: m, now: o.now,
 		only: o.boards, stream: map[partitionKey]streamPos{}}, nil
 }
 
-// Store is what RankingSink needs of a *ranking.Store (see its Apply and
+// Store is what RankingSink needs of a *store.Store (see its Apply and
 // StreamTimes for the contracts).
 type Store interface {
-	Apply(ctx context.Context, ups []ranking.Update, marks ...ranking.Mark) (ranking.Result, error)
-	StreamTimes(ctx context.Context, at []ranking.Mark) ([]time.Time, error)
+	Apply(ctx context.Context, ups []ranking.Update, marks ...store.Mark) (ranking.Result, error)
+	StreamTimes(ctx context.Context, at []store.Mark) ([]time.Time, error)
 }
 
 // msgPlan is what decoding and routing made of one message.
 type msgPlan struct {
-	ev     *ranking.Event // nil when decoding failed
-	reason string         // permanent failure, "" if none
-	boards []string       // late or out_of_range: every board that rejected it
+	ev     *ingest.Event // nil when decoding failed
+	reason string        // permanent failure, "" if none
+	boards []string      // late or out_of_range: every board that rejected it
 	err    error
 	dupOf  int // index of an earlier message of the batch with the same ID, or -1
 	lo, hi int // its updates: ups[lo:hi]
@@ -100,7 +102,7 @@ type msgPlan struct {
 type batchPlan struct {
 	msgs  []msgPlan
 	ups   []ranking.Update
-	marks []ranking.Mark // stream time of every partition after the batch
+	marks []store.Mark // stream time of every partition after the batch
 }
 
 // plan decodes and routes msgs. It touches no server. A message whose ID
@@ -114,7 +116,7 @@ type batchPlan struct {
 func (s *RankingSink) plan(msgs []kafka.Message, start map[partitionKey]streamPos) batchPlan {
 	p := batchPlan{msgs: make([]msgPlan, len(msgs)), ups: make([]ranking.Update, 0, 4*len(msgs))}
 	seen := make(map[string]int, len(msgs))
-	var hdrs []ranking.Header
+	var hdrs []ingest.Header
 	pos := make(map[partitionKey]streamPos, len(start))
 	for k, v := range start {
 		pos[k] = v
@@ -143,12 +145,12 @@ func (s *RankingSink) plan(msgs []kafka.Message, start map[partitionKey]streamPo
 		}
 		schema := s.schemas[topic]
 		if schema == nil {
-			mp.reason, mp.err = ranking.ReasonNoRoute, fmt.Errorf("no schema for topic %q", m.Topic)
+			mp.reason, mp.err = ingest.ReasonNoRoute, fmt.Errorf("no schema for topic %q", m.Topic)
 			continue
 		}
 		hdrs = hdrs[:0]
 		for _, h := range m.Headers {
-			hdrs = append(hdrs, ranking.Header{Key: h.Key, Value: h.Value})
+			hdrs = append(hdrs, ingest.Header{Key: h.Key, Value: h.Value})
 		}
 		ev, err := schema.Decode(m.Topic, m.Partition, m.Offset, m.Value, hdrs, m.Time)
 		if err != nil {
@@ -188,10 +190,10 @@ func (s *RankingSink) plan(msgs []kafka.Message, start map[partitionKey]streamPo
 		mp.hi = len(p.ups)
 	}
 	flush()
-	p.marks = make([]ranking.Mark, 0, len(pos))
+	p.marks = make([]store.Mark, 0, len(pos))
 	for k, v := range pos {
 		if _, ok := start[k]; ok {
-			p.marks = append(p.marks, ranking.Mark{Topic: k.topic, Partition: k.partition, Offset: v.next, Time: v.time})
+			p.marks = append(p.marks, store.Mark{Topic: k.topic, Partition: k.partition, Offset: v.next, Time: v.time})
 		}
 	}
 	return p
@@ -203,7 +205,7 @@ func (s *RankingSink) plan(msgs []kafka.Message, start map[partitionKey]streamPo
 // retried batch after a failure).
 func (s *RankingSink) streamStart(ctx context.Context, msgs []kafka.Message) (map[partitionKey]streamPos, error) {
 	start := map[partitionKey]streamPos{}
-	var missing []ranking.Mark
+	var missing []store.Mark
 	s.mu.Lock()
 	for i := range msgs {
 		k := partitionKey{msgs[i].Topic, msgs[i].Partition}
@@ -215,7 +217,7 @@ func (s *RankingSink) streamStart(ctx context.Context, msgs []kafka.Message) (ma
 			continue
 		}
 		start[k] = streamPos{next: msgs[i].Offset}
-		missing = append(missing, ranking.Mark{Topic: k.topic, Partition: k.partition, Offset: msgs[i].Offset})
+		missing = append(missing, store.Mark{Topic: k.topic, Partition: k.partition, Offset: msgs[i].Offset})
 	}
 	s.mu.Unlock()
 	if len(missing) == 0 {
@@ -251,10 +253,10 @@ func (s *RankingSink) Observe(ctx context.Context, msgs []kafka.Message) error {
 
 // reasonOf returns the dead-letter reason of a decode or route error.
 func reasonOf(err error) string {
-	if r := ranking.Reason(err); r != "" {
+	if r := ingest.Reason(err); r != "" {
 		return r
 	}
-	return ranking.ReasonValidation
+	return ingest.ReasonValidation
 }
 
 // Apply implements Sink.
@@ -286,7 +288,7 @@ func (s *RankingSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLe
 		mp := &p.msgs[i]
 		if mp.reason == "" && mp.dupOf >= 0 {
 			orig := &p.msgs[mp.dupOf]
-			if orig.reason == ranking.ReasonLate || orig.reason == ranking.ReasonOutOfRange {
+			if orig.reason == ingest.ReasonLate || orig.reason == ingest.ReasonOutOfRange {
 				mp.reason, mp.err, mp.boards = orig.reason, orig.err, orig.boards
 			} else {
 				s.m.duplicates.Inc()
@@ -324,13 +326,13 @@ func (s *RankingSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLe
 				mp.boards = append(late, oor...)
 				var parts []string
 				if len(late) > 0 {
-					mp.reason = ranking.ReasonLate
+					mp.reason = ingest.ReasonLate
 					parts = append(parts, fmt.Sprintf("late on %s: the period of %s was final for its partition",
 						strings.Join(late, ","), mp.ev.Time.UTC().Format(time.RFC3339Nano)))
 				}
 				if len(oor) > 0 {
 					if mp.reason == "" {
-						mp.reason = ranking.ReasonOutOfRange
+						mp.reason = ingest.ReasonOutOfRange
 					}
 					parts = append(parts, fmt.Sprintf("out of range on %s: %v", strings.Join(oor, ","), oorErr))
 				}

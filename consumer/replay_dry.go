@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // DryRunStore stands in for the store in `rankd replay --dry-run`: it
@@ -32,7 +33,7 @@ func NewDryRunStore(boards []*ranking.Board) *DryRunStore {
 }
 
 // Apply implements Store.
-func (d *DryRunStore) Apply(_ context.Context, ups []ranking.Update, _ ...ranking.Mark) (ranking.Result, error) {
+func (d *DryRunStore) Apply(_ context.Context, ups []ranking.Update, _ ...store.Mark) (ranking.Result, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	res := ranking.Result{Status: make([]ranking.Status, len(ups)), Repeated: make([]bool, len(ups))}
@@ -64,6 +65,6 @@ func (d *DryRunStore) Apply(_ context.Context, ups []ranking.Update, _ ...rankin
 
 // StreamTimes implements Store: a dry run reads every partition from its
 // start, so every stream time starts at zero.
-func (d *DryRunStore) StreamTimes(_ context.Context, at []ranking.Mark) ([]time.Time, error) {
+func (d *DryRunStore) StreamTimes(_ context.Context, at []store.Mark) ([]time.Time, error) {
 	return make([]time.Time, len(at)), nil
 }

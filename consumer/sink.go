@@ -26,7 +26,7 @@ type Sink interface {
 // DeadLetter is a message that failed permanently, with the reason written
 // to the dead-letter topic's "reason" header and counted in
 // rankd_consumer_dead_letters_total. Reasons are short, stable words (see
-// the ranking.Reason constants).
+// the ingest.Reason constants).
 type DeadLetter struct {
 	Msg    kafka.Message
 	Reason string

@@ -10,6 +10,7 @@ package deployments
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"go/ast"
 	"go/parser"
@@ -31,6 +32,7 @@ import (
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // Paths of the files under test, relative to the repository root.
@@ -309,13 +311,22 @@ func consumerMetrics(t *testing.T) metricInfo {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { rdb.Close() })
-	store, err := ranking.NewStore(rdb, cfg.Boards())
+	st, err := store.New(rdb, cfg.Boards())
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := &recorder{reg: prometheus.NewRegistry(), info: metricInfo{names: map[string]bool{}, histograms: map[string]bool{}}}
-	if _, err := consumer.NewRankingSink(cfg.Schemas(), router, store, consumer.WithRegisterer(rec)); err != nil {
+	if _, err := consumer.NewRankingSink(cfg.Schemas(), router, st, consumer.WithRegisterer(rec)); err != nil {
 		t.Fatal(err)
+	}
+	// The store's maintenance loops register theirs at start; with a done
+	// context they return at once.
+	done, cancel := context.WithCancel(t.Context())
+	cancel()
+	for _, run := range []func(context.Context, *store.Store, []*ranking.Board, store.Schedule) error{store.RunRollover, store.RunFinality} {
+		if err := run(done, st, cfg.Boards(), store.Schedule{Registerer: rec}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if len(rec.info.names) == 0 {
 		t.Fatal("the consumer package registered no metric")
@@ -338,7 +349,7 @@ func checkMetricNames(t *testing.T, file string, text []byte, m metricInfo) map[
 			}
 		}
 		if !m.names[base] {
-			t.Errorf("%s uses metric %s, which consumer/metrics.go does not define", file, name)
+			t.Errorf("%s uses metric %s, which rankd does not register", file, name)
 		}
 		used[base] = true
 	}

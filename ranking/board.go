@@ -148,3 +148,10 @@ func (b *Board) Calendar() Calendar {
 	}
 	return Calendar{Unit: b.Every, Location: loc, WeekStart: b.WeekStart}
 }
+
+// Late reports whether an update of period p whose partition had the given
+// stream time is late: streamTime >= p.End + Grace (total boards never
+// are; a zero stream time is before everything).
+func (b *Board) Late(p Period, streamTime time.Time) bool {
+	return b.Window != WindowTotal && !streamTime.IsZero() && !streamTime.Before(p.End.Add(b.Grace))
+}

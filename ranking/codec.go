@@ -14,15 +14,18 @@ import (
 // double) holds exactly: every integer in [-2^53, 2^53] is representable.
 const ScoreBits = 53
 
-// Default tie resolution and range of total boards (DefaultTieEpoch, the
-// origin of total boards' tie times, is declared in store.go).
-var (
+// Default tie resolution and range of total boards.
+const (
 	// DefaultTieUnit is the tie resolution when Board.TieUnit is zero.
 	DefaultTieUnit = time.Second
 	// DefaultTieHorizon is how long after TieEpoch the tie times of a total
 	// board fit when Board.TieHorizon is zero (3 × 365 days).
 	DefaultTieHorizon = 3 * 365 * 24 * time.Hour
 )
+
+// DefaultTieEpoch is the origin of tie times on total boards whose
+// Board.TieEpoch is zero: 2025-01-01T00:00:00Z.
+func DefaultTieEpoch() time.Time { return time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC) }
 
 // Codec packs a member's value and tie time into one Redis score:
 //
@@ -95,7 +98,7 @@ func NewCodec(b *Board) (Codec, error) {
 	if b.Window == WindowTotal {
 		c.TieEpoch, c.TieHorizon = b.TieEpoch, b.TieHorizon
 		if c.TieEpoch.IsZero() {
-			c.TieEpoch = DefaultTieEpoch
+			c.TieEpoch = DefaultTieEpoch()
 		}
 		if c.TieHorizon == 0 {
 			c.TieHorizon = DefaultTieHorizon

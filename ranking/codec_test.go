@@ -1,13 +1,12 @@
 package ranking
 
 import (
-	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rankd/rankd/internal/testseed"
 )
 
 func TestNewCodecLayouts(t *testing.T) {
@@ -262,7 +261,7 @@ func rankOfScores(order Order, sa, sb float64) int {
 }
 
 func TestCodecRoundTripAndOrder(t *testing.T) {
-	seed, rng := testRand(t)
+	seed, rng := testseed.Rand(t)
 	for range 300 {
 		c := Codec{Order: Order(rng.IntN(2)), Tiebreak: Tiebreak(rng.IntN(3))}
 		if c.Tiebreak != TieNone {
@@ -319,21 +318,6 @@ func TestCodecRoundTripAndOrder(t *testing.T) {
 	}
 }
 
-// testRand returns a generator seeded from RANKD_TEST_SEED when set (to
-// replay a failure), else from the clock; the seed is logged.
-func testRand(t *testing.T) (int64, *rand.Rand) {
-	t.Helper()
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("RANKD_TEST_SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseInt(s, 10, 64); err != nil {
-			t.Fatalf("RANKD_TEST_SEED: %v", err)
-		}
-	}
-	t.Logf("seed %d (replay with RANKD_TEST_SEED=%d)", seed, seed)
-	return seed, rand.New(rand.NewPCG(uint64(seed), 0))
-}
-
 func TestCodecTieOffset(t *testing.T) {
 	base := time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC)
 	tests := []struct {
@@ -362,7 +346,7 @@ func TestCodecTieOffset(t *testing.T) {
 }
 
 func TestPackSortRoundTripAndOrder(t *testing.T) {
-	seed, rng := testRand(t)
+	seed, rng := testseed.Rand(t)
 	for range 500 {
 		var fields []SortField
 		total := 0

@@ -1,55 +1,18 @@
-// Package ranking is rankd's domain: boards, period calendars, keys, score
-// codecs, routing of events to board updates, and the Redis store that applies
-// updates atomically and answers queries.
+// Package ranking is rankd's model, with no I/O: boards (Board, Window,
+// Aggregate, Tiebreak), period calendars (Calendar, Period), score codecs
+// (Codec: value and tie time packed into one exact Redis score) and the
+// update a routed event makes to one board (Update).
 //
-// # Exact semantics (the contract the oracle in internal/oracle checks)
+// The flow of an event through rankd, one package per step:
 //
-// Store.Apply takes a slice of Updates. Consecutive updates with the same
-// MsgID form one event. An event whose MsgID was already applied (within the
-// dedupe TTL) is a duplicate: none of its updates is applied; each reports
-// StatusDuplicate, except that an update whose first delivery was late or
-// out of range reports that verdict again with Result.Repeated set (so a
-// redelivered message is dead-lettered again rather than lost, and counted
-// once). Updates are judged in input order,
-// per stream = (board, dims):
+//	Kafka -> consumer -> ranking/ingest -> ranking/store -> ranking/httpapi
+//	         (fetch,      (decode,         (Apply: dedupe,   (read boards
+//	          batch,       validate,        judge, write;     over HTTP)
+//	          commit)      route to         queries,
+//	                       Updates)         rollover)
 //
-//  1. Period: j = board calendar At(update.Time); total boards have one
-//     period, "all".
-//  2. Late: an update of period j is late when its StreamTime (the stream
-//     time of the partition its event came from: the greatest event time
-//     of the valid messages at lower offsets) is set and StreamTime >=
-//     j.End + board.Grace. A late update is not applied and is reported
-//     with StatusLate. Total boards are never late. The verdict depends on
-//     the update alone, so it is a function of the log: no other
-//     partition, worker count, batch boundary or restart can change it.
-//  3. Range: an update whose result would leave the board's exact range
-//     (Codec.MaxValue; for sum boards the member's value in period j after
-//     adding base and delta; for rolling boards the per-period bound is
-//     MaxValue/N so the window sum always fits) or whose tie time does not fit
-//     (total boards: a tie offset from TieEpoch outside [0, 2^TieBits)) is reported with
-//     StatusOutOfRange and not applied. On keep_top sum boards a delta <= 0 is
-//     out of range (keep_top needs updates that never lower a member).
-//  4. Apply to member m of period j:
-//     - sum: absent -> value = base + delta; present -> value += delta.
-//     tie = max(tie, t). On boards with base, base is the update's Base (0
-//     when it carries none) and the member keeps the greatest base of its
-//     updates: an update with a greater base than the kept one also adds
-//     the difference. So the value is max(base) + sum(delta) whatever the
-//     order (and it never goes down through a base, as keep_top needs).
-//     - max: absent, or v > value -> value = v, tie = t; v == value -> tie =
-//     min(tie, t). min: symmetric.
-//     - last: the update with the greatest (Time, MsgID) wins: the latest
-//     event time, compared in exact milliseconds; only equal milliseconds
-//     fall back to the larger MsgID (bytewise). tie = the winner's Time. The
-//     TieUnit only rounds that tie time in the score, never which update
-//     wins.
-//  5. Rolling boards: S(k)[m] = sum of P(i)[m] for i in [k-N+1, k], present
-//     when m is present in any of them; its tie is the max of their ties.
-//  6. keep_top K: the sorted set holds the top K members of the full board
-//     (Redis order among equal encoded scores); every member's exact encoded
-//     score is kept in a hash.
-//
-// Scores in Redis are Codec-encoded: value * 2^TieBits + tie part, so equal
-// values are ordered by tie time and every score stays within the 53-bit
-// exact range of a double.
+// config loads a file into these types; cmd/rankd wires the steps.
+// The exact semantics of applying updates are the contract of
+// ranking/store (its package documentation), checked against the
+// in-memory oracle in internal/oracle.
 package ranking

@@ -20,6 +20,7 @@ import (
 	"github.com/rankd/rankd/consumer"
 	"github.com/rankd/rankd/internal/oracle"
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // Checks of the subprocess tests: what was produced, committed,
@@ -121,7 +122,7 @@ func compareWithOracle(t *testing.T, cfg *config.Config, rdb redis.UniversalClie
 		}
 		updates += len(ups)
 	}
-	store, err := ranking.NewStore(rdb, cfg.Boards(), ranking.WithPrefix(cfg.Redis.Prefix))
+	st, err := store.New(rdb, cfg.Boards(), store.WithPrefix(cfg.Redis.Prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func compareWithOracle(t *testing.T, cfg *config.Config, rdb redis.UniversalClie
 	var diffs []string
 	for _, s := range orc.Streams() {
 		for _, period := range orc.Periods(s.Board, s.Dims) {
-			got, err := store.Entries(ctx, s.Board, s.Dims, period)
+			got, err := st.Entries(ctx, s.Board, s.Dims, period)
 			if err != nil {
 				t.Fatalf("entries %s %q %s: %v", s.Board, s.Dims, period, err)
 			}

@@ -117,12 +117,12 @@ func TestExitCodesAndHelp(t *testing.T) {
 const versionShape = `^rankd (devel|v\d+\.\d+\.\d+\S*) \(revision (unknown|[0-9a-f]{40})(, modified)?(, \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)?, go1\.\d+[^,)]*\)\n$`
 
 func TestConfigCheck(t *testing.T) {
-	path := writeFile(t, "rankd.yaml", string(config.Example))
+	path := writeFile(t, "rankd.yaml", string(config.Example()))
 	code, stdout, stderr := runCLI(t, "config", "check", "--at", "2026-11-21T13:40:00+08:00", path)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	cfg, err := config.LoadBytes(path, config.Example)
+	cfg, err := config.LoadBytes(path, config.Example())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 const configHelp = `
@@ -205,16 +206,16 @@ func printBoard(w io.Writer, prefix string, b *ranking.Board, at time.Time) {
 	for i, d := range b.Dims {
 		placeholders[i] = "<" + d + ">"
 	}
-	tag := ranking.Tag(b.Name, placeholders)
+	tag := store.Tag(b.Name, placeholders)
 	cur := b.Calendar().At(at)
 	switch b.Window {
 	case ranking.WindowTotal:
-		fmt.Fprintf(tw, "  keys\t%s\n", ranking.Key(prefix, tag, "t", "all"))
+		fmt.Fprintf(tw, "  keys\t%s\n", store.Key(prefix, tag, "t", "all"))
 	case ranking.WindowPeriodic:
-		fmt.Fprintf(tw, "  keys\t%s\n", ranking.Key(prefix, tag, "p", "<period>"))
+		fmt.Fprintf(tw, "  keys\t%s\n", store.Key(prefix, tag, "p", "<period>"))
 	case ranking.WindowRolling:
 		fmt.Fprintf(tw, "  keys\t%s (window sums), %s (periods)\n",
-			ranking.Key(prefix, tag, "r", "<period>"), ranking.Key(prefix, tag, "p", "<period>"))
+			store.Key(prefix, tag, "r", "<period>"), store.Key(prefix, tag, "p", "<period>"))
 	}
 	if b.Window != ranking.WindowTotal {
 		fmt.Fprintf(tw, "  current\t%s (%s .. %s)\n", cur.ID,

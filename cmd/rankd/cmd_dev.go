@@ -52,7 +52,7 @@ func devMain(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	cfg, err := config.LoadBytes("config/example.yaml", config.Example)
+	cfg, err := config.LoadBytes("config/example.yaml", config.Example())
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,8 @@ import (
 
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
-	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/ingest"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 const replayHelp = `
@@ -217,7 +218,7 @@ func (r *replayRun) run(ctx context.Context) error {
 	}
 	rdb := newRedis(r.cfg.Redis)
 	defer rdb.Close()
-	store, err := newStore(r.cfg, rdb, r.log)
+	st, err := newStore(r.cfg, rdb, r.log)
 	if err != nil {
 		return err
 	}
@@ -227,11 +228,11 @@ func (r *replayRun) run(ctx context.Context) error {
 	token := newReplayToken()
 	lockTTL := r.flags.lockTTL
 	for deadline := time.Now().Add(r.flags.lockWait); ; {
-		err := store.LockReplay(ctx, token, lockTTL)
+		err := st.LockReplay(ctx, token, lockTTL)
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, ranking.ErrReplayLock) || time.Now().After(deadline) {
+		if !errors.Is(err, store.ErrReplayLock) || time.Now().After(deadline) {
 			return err
 		}
 		if !consumer.Sleep(ctx, 200*time.Millisecond) {
@@ -239,7 +240,7 @@ func (r *replayRun) run(ctx context.Context) error {
 		}
 	}
 	defer func() {
-		if err := store.UnlockReplay(context.WithoutCancel(ctx), token); err != nil {
+		if err := st.UnlockReplay(context.WithoutCancel(ctx), token); err != nil {
 			r.log.Warn("releasing the replay lock failed (it expires by itself)", "err", err)
 		}
 	}()
@@ -258,11 +259,11 @@ func (r *replayRun) run(ctx context.Context) error {
 				return
 			case <-t.C:
 			}
-			err := store.LockReplay(ctx, token, lockTTL)
+			err := st.LockReplay(ctx, token, lockTTL)
 			switch {
 			case err == nil:
 				failures = 0
-			case errors.Is(err, ranking.ErrReplayLock):
+			case errors.Is(err, store.ErrReplayLock):
 				cancel(fmt.Errorf("the replay lock was lost: %w", err))
 				return
 			case ctx.Err() == nil:
@@ -275,11 +276,11 @@ func (r *replayRun) run(ctx context.Context) error {
 		}
 	})
 
-	before, err := store.Generations(ctx)
+	before, err := st.Generations(ctx)
 	if err != nil {
 		return err
 	}
-	gen, _, err := store.BeginBuild(ctx, token, r.boards) // a dead replay's build is listed to drop in the gens hash
+	gen, _, err := st.BeginBuild(ctx, token, r.boards) // a dead replay's build is listed to drop in the gens hash
 	if err != nil {
 		return err
 	}
@@ -298,7 +299,7 @@ func (r *replayRun) run(ctx context.Context) error {
 	} else {
 		consumer.SplitAtCommitted(ranges, lags)
 	}
-	build := store.Generation(gen)
+	build := st.Generation(gen)
 	sink, err := consumer.NewRankingSink(r.cfg.Schemas(), router, build,
 		consumer.WithRegisterer(r.reg), consumer.WithLogger(r.log), consumer.WithBoards(r.boards))
 	if err != nil {
@@ -320,7 +321,7 @@ func (r *replayRun) run(ctx context.Context) error {
 	fmt.Fprintf(r.stdout, "verify: every partition replayed to its end offset; dims per board (old generation -> new):\n")
 	for _, name := range r.boards {
 		old := before[name].Active
-		oldN, err1 := store.Generation(old).DimsCount(ctx, name)
+		oldN, err1 := st.Generation(old).DimsCount(ctx, name)
 		newN, err2 := build.DimsCount(ctx, name)
 		if err := errors.Join(err1, err2); err != nil {
 			return r.abort(ctx, gen, err)
@@ -330,7 +331,7 @@ func (r *replayRun) run(ctx context.Context) error {
 	if err := context.Cause(ctx); err != nil {
 		return r.abort(ctx, gen, err)
 	}
-	if err := store.Switch(ctx, token, gen, r.boards); err != nil {
+	if err := st.Switch(ctx, token, gen, r.boards); err != nil {
 		return r.abort(ctx, gen, err)
 	}
 	r.log.Info("switched to the new generation", "generation", gen)
@@ -338,7 +339,7 @@ func (r *replayRun) run(ctx context.Context) error {
 	// Drop the old generations: this switch's, the builds of replays that
 	// died, and what earlier replays did not get to delete (killed after
 	// their switch). The gens hash keeps the list until each is deleted.
-	pending, err := store.PendingDrops(ctx)
+	pending, err := st.PendingDrops(ctx)
 	if err != nil {
 		return fmt.Errorf("switched to generation %d, but %w", gen, err)
 	}
@@ -357,7 +358,7 @@ func (r *replayRun) run(ctx context.Context) error {
 				return context.Cause(ctx)
 			}
 			for g, names := range drops {
-				n, err := store.DropGeneration(ctx, g, names, 200)
+				n, err := st.DropGeneration(ctx, g, names, 200)
 				deleted += n
 				if err != nil {
 					return fmt.Errorf("switched to generation %d, but deleting generation %d failed (the next replay deletes it): %w", gen, g, err)
@@ -366,7 +367,7 @@ func (r *replayRun) run(ctx context.Context) error {
 		}
 		for g, names := range drops {
 			for _, name := range names {
-				if err := store.MarkDropped(ctx, token, name, g); err != nil {
+				if err := st.MarkDropped(ctx, token, name, g); err != nil {
 					return fmt.Errorf("switched to generation %d: %w", gen, err)
 				}
 			}
@@ -385,7 +386,7 @@ func (r *replayRun) abort(ctx context.Context, gen int, err error) error {
 	return fmt.Errorf("replay stopped before the switch (the active generation is unchanged; generation %d is partial and the next replay deletes it): %w", gen, err)
 }
 
-func (r *replayRun) dryRun(ctx context.Context, router *ranking.Router, start time.Time) error {
+func (r *replayRun) dryRun(ctx context.Context, router *ingest.Router, start time.Time) error {
 	ranges, err := consumer.PlanReplay(ctx, r.rc)
 	if err != nil {
 		return err

@@ -211,7 +211,7 @@ func testCrash(t *testing.T, bin string) {
 // boards; the grace stays the default 5m), and returns its path.
 func writeCrashConfig(t *testing.T, broker, redisAddr, listen string) string {
 	t.Helper()
-	text := string(config.Example)
+	text := string(config.Example())
 	for _, r := range [][2]string{
 		{"brokers: [localhost:9092]", "brokers: [" + broker + "]"},
 		{"addr: localhost:6379", "addr: " + redisAddr},

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // devView shows what `rankd dev` is doing: on a terminal, a screen that
@@ -22,7 +23,7 @@ type devView struct {
 	out    io.Writer
 	tui    bool
 	banner []string
-	store  *ranking.Store
+	store  *store.Store
 	boards []*ranking.Board
 	sent   *atomic.Int64
 	start  time.Time
@@ -70,10 +71,10 @@ func (v *devView) run(ctx context.Context) error {
 }
 
 // top reads the current top n of b, with a short timeout.
-func (v *devView) top(ctx context.Context, b *ranking.Board, n int) (ranking.Page, error) {
+func (v *devView) top(ctx context.Context, b *ranking.Board, n int) (store.Page, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return v.store.Top(ctx, b.Name, nil, "current", n, ranking.RankRow)
+	return v.store.Top(ctx, b.Name, nil, "current", n, store.RankRow)
 }
 
 func (v *devView) rate() string {
@@ -110,7 +111,7 @@ func (v *devView) drawScreen(ctx context.Context) {
 // devBoard is one board's top as the dev screen shows it.
 type devBoard struct {
 	b    *ranking.Board
-	page ranking.Page
+	page store.Page
 	err  error
 }
 

@@ -8,13 +8,14 @@ import (
 
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // TestDevScreenFits: the dev screen never needs more rows or columns than
 // the terminal has, always shows the banner (the URLs), and shows fewer
 // members (then fewer boards) when the terminal is small.
 func TestDevScreenFits(t *testing.T) {
-	cfg, err := config.LoadBytes("example.yaml", config.Example)
+	cfg, err := config.LoadBytes("example.yaml", config.Example())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,10 +29,10 @@ func TestDevScreenFits(t *testing.T) {
 		"         http://127.0.0.1:8080/metrics     Prometheus metrics",
 	}
 	boards := cfg.Boards()[:2]
-	page := func(b *ranking.Board) ranking.Page {
-		pg := ranking.Page{Board: b.Name, Count: 500}
+	page := func(b *ranking.Board) store.Page {
+		pg := store.Page{Board: b.Name, Count: 500}
 		for i := range 10 {
-			pg.Entries = append(pg.Entries, ranking.Entry{Rank: int64(i + 1), Member: fmt.Sprintf("anchor-with-a-long-name-%d", i), Value: int64(1000 - i)})
+			pg.Entries = append(pg.Entries, store.Entry{Rank: int64(i + 1), Member: fmt.Sprintf("anchor-with-a-long-name-%d", i), Value: int64(1000 - i)})
 		}
 		return pg
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/rankd/rankd/consumer"
 	"github.com/rankd/rankd/internal/testenv"
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // BenchmarkDrain is the end-to-end performance benchmark of issue 3: the
@@ -43,7 +44,7 @@ import (
 // Writer tuned as `rankd produce` tunes it (BatchSize 1000, BatchTimeout
 // 5ms, sync); then the first M of the same events to the naive-* topics.
 //
-// rankd: config.Example with the benchmark's addresses, group and key
+// rankd: config.Example() with the benchmark's addresses, group and key
 // prefix, a 72h grace on the Shanghai boards (as in the crash test; see
 // drainEnv.config; RANKD_DRAIN_GRACE=example keeps the example's 5m),
 // RANKD_DRAIN_WORKERS workers (default 3) and batches of
@@ -316,7 +317,7 @@ func (env *drainEnv) route(b *testing.B) {
 // partitions still have events for (late, dead-lettered).
 func (env *drainEnv) config(b *testing.B, group, prefix string) *config.Config {
 	b.Helper()
-	text := string(config.Example)
+	text := string(config.Example())
 	repl := [][2]string{
 		{"brokers: [localhost:9092]", "brokers: [" + strings.Join(env.brokers, ", ") + "]"},
 		{"addr: localhost:6379", "addr: " + env.srv.Addr()},
@@ -622,10 +623,10 @@ func (env *drainEnv) drainNaive(b *testing.B, iter int) *drainResult {
 		for k := range ups {
 			u := &ups[k]
 			board := cfg.Board(u.Board)
-			tag := ranking.Tag(u.Board, u.Dims)
-			zkey := ranking.Key(prefix, tag, "t", "all")
+			tag := store.Tag(u.Board, u.Dims)
+			zkey := store.Key(prefix, tag, "t", "all")
 			if board.Window != ranking.WindowTotal {
-				zkey = ranking.Key(prefix, tag, "p", board.Calendar().At(u.Time).ID)
+				zkey = store.Key(prefix, tag, "p", board.Calendar().At(u.Time).ID)
 			}
 			err := script.Run(ctx, rdb, []string{prefix + ":d:" + u.MsgID + ":" + u.Board, zkey}, ttl, u.Value, u.Member).Err()
 			if err != nil && !errors.Is(err, redis.Nil) {

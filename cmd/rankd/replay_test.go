@@ -21,7 +21,8 @@ import (
 	"github.com/rankd/rankd/consumer"
 	"github.com/rankd/rankd/internal/oracle"
 	"github.com/rankd/rankd/internal/testenv"
-	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/ingest"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // The determinism and replay test. One log (3 topics x 6 partitions keyed by
@@ -385,7 +386,7 @@ func replayLogMessages(wl *workload, rng *rand.Rand, n int) []kafka.Message {
 // writeReplayConfig writes the example config for one consumer of the test.
 func writeReplayConfig(t *testing.T, name, broker, redisAddr, listen, prefix, group, dlq string, workers, batch int, extraBoards string) string {
 	t.Helper()
-	text := string(config.Example)
+	text := string(config.Example())
 	reps := [][2]string{
 		{"brokers: [localhost:9092]", "brokers: [" + broker + "]"},
 		{"addr: localhost:6379", "addr: " + redisAddr},
@@ -448,7 +449,7 @@ func dryRunCount(out, reason string) int {
 func lateSet(rejected map[string]string) map[string]bool {
 	out := map[string]bool{}
 	for where, reason := range rejected {
-		if reason == ranking.ReasonLate {
+		if reason == ingest.ReasonLate {
 			out[where] = true
 		}
 	}
@@ -467,7 +468,7 @@ func checkLateLetters(t *testing.T, brokers []string, topic string, want map[str
 				h[x.Key] = string(x.Value)
 			}
 		}
-		if h[consumer.HeaderReason] != ranking.ReasonLate {
+		if h[consumer.HeaderReason] != ingest.ReasonLate {
 			continue
 		}
 		if h[consumer.HeaderBoards] == "" {
@@ -500,7 +501,7 @@ func checkLateLetters(t *testing.T, brokers []string, topic string, want map[str
 // cfg's prefix (which follows the active generations).
 func compareStore(t *testing.T, cfg *config.Config, rdb redis.UniversalClient, orc *oracle.Oracle, only []string, what string) {
 	t.Helper()
-	store, err := ranking.NewStore(rdb, cfg.Boards(), ranking.WithPrefix(cfg.Redis.Prefix))
+	st, err := store.New(rdb, cfg.Boards(), store.WithPrefix(cfg.Redis.Prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,7 +513,7 @@ func compareStore(t *testing.T, cfg *config.Config, rdb redis.UniversalClient, o
 			continue
 		}
 		for _, period := range orc.Periods(s.Board, s.Dims) {
-			got, err := store.Entries(ctx, s.Board, s.Dims, period)
+			got, err := st.Entries(ctx, s.Board, s.Dims, period)
 			if err != nil {
 				t.Fatalf("%s: entries %s %q %s: %v", what, s.Board, s.Dims, period, err)
 			}

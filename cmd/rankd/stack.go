@@ -20,8 +20,8 @@ import (
 
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
-	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/httpapi"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // loadConfig loads the config file; its errors, one per line with
@@ -52,7 +52,7 @@ func newRedis(cfg config.Redis) redis.UniversalClient {
 }
 
 // newStore returns the store of cfg's boards on rdb.
-func newStore(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger) (*ranking.Store, error) {
+func newStore(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger) (*store.Store, error) {
 	feeds := map[string][]string{}
 	for _, r := range cfg.Routes {
 		for _, b := range r.Boards {
@@ -61,11 +61,11 @@ func newStore(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger) (
 			}
 		}
 	}
-	return ranking.NewStore(rdb, cfg.Boards(),
-		ranking.WithPrefix(cfg.Redis.Prefix),
-		ranking.WithDedupeTTL(cfg.Redis.DedupeTTL),
-		ranking.WithBoardTopics(feeds),
-		ranking.WithLogger(log))
+	return store.New(rdb, cfg.Boards(),
+		store.WithPrefix(cfg.Redis.Prefix),
+		store.WithDedupeTTL(cfg.Redis.DedupeTTL),
+		store.WithBoardTopics(feeds),
+		store.WithLogger(log))
 }
 
 // groupTuning holds command-line overrides of the kafka section's group
@@ -114,7 +114,7 @@ type stack struct {
 	log   *slog.Logger
 	reg   *prometheus.Registry
 	rdb   redis.UniversalClient
-	store *ranking.Store
+	store *store.Store
 	cons  *consumer.Consumer
 	srv   *http.Server
 }
@@ -129,13 +129,13 @@ func newStack(cfg *config.Config, log *slog.Logger, tune groupTuning) (*stack, e
 		return nil, err
 	}
 	rdb := newRedis(cfg.Redis)
-	store, err := newStore(cfg, rdb, log)
+	st, err := newStore(cfg, rdb, log)
 	if err != nil {
 		_ = rdb.Close()
 		return nil, err
 	}
 	copts := []consumer.Option{consumer.WithRegisterer(reg), consumer.WithLogger(log)}
-	sink, err := consumer.NewRankingSink(cfg.Schemas(), router, store, copts...)
+	sink, err := consumer.NewRankingSink(cfg.Schemas(), router, st, copts...)
 	if err != nil {
 		_ = rdb.Close()
 		return nil, err
@@ -146,18 +146,18 @@ func newStack(cfg *config.Config, log *slog.Logger, tune groupTuning) (*stack, e
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	api := httpapi.New(store, httpapi.WithRegisterer(reg), httpapi.WithLogger(log))
+	api := httpapi.New(st, httpapi.WithRegisterer(reg), httpapi.WithLogger(log))
 	mux.Handle("/", api)
 	mux.Handle("/v1/", api)
 	mux.Handle("/metrics", consumer.GetOnly(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
 	mux.Handle("/healthz", cons.HealthHandler())
-	mux.Handle("/readyz", cons.ReadyHandler(store))
+	mux.Handle("/readyz", cons.ReadyHandler(st))
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	return &stack{cfg: cfg, log: log, reg: reg, rdb: rdb, store: store, cons: cons, srv: srv}, nil
+	return &stack{cfg: cfg, log: log, reg: reg, rdb: rdb, store: st, cons: cons, srv: srv}, nil
 }
 
 // listen opens the HTTP address before anything starts, so that a taken
@@ -191,13 +191,11 @@ func (s *stack) run(ctx context.Context, ln net.Listener) error {
 	})
 	g.Go(func() error {
 		defer work.Done()
-		return consumer.RunRollover(gctx, s.store, s.cfg.Boards(),
-			consumer.RolloverConfig{Lead: s.cfg.Rollover.Lead, Interval: s.cfg.Rollover.Interval},
-			consumer.WithRegisterer(s.reg), consumer.WithLogger(s.log))
+		return store.RunRollover(gctx, s.store, s.cfg.Boards(), store.Schedule{
+			Lead: s.cfg.Rollover.Lead, Interval: s.cfg.Rollover.Interval, Registerer: s.reg, Logger: s.log})
 	})
 	g.Go(func() error {
-		return consumer.RunFinality(gctx, s.store, s.cfg.Boards(), 10*time.Second,
-			consumer.WithRegisterer(s.reg), consumer.WithLogger(s.log))
+		return store.RunFinality(gctx, s.store, s.cfg.Boards(), store.Schedule{Registerer: s.reg, Logger: s.log})
 	})
 	g.Go(func() error {
 		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

@@ -16,6 +16,7 @@ import (
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/internal/testenv"
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // TestWorkload checks the standard workload: its mix, skew and fields, that
@@ -28,7 +29,7 @@ func TestWorkload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.LoadBytes("example.yaml", config.Example)
+	cfg, err := config.LoadBytes("example.yaml", config.Example())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +290,7 @@ func TestProduce(t *testing.T) {
 func TestRollover(t *testing.T) {
 	srv := testenv.Redis(t)
 	prefix := testenv.Prefix(t)
-	text := strings.Replace(strings.Replace(string(config.Example), "addr: localhost:6379", "addr: "+srv.Addr(), 1),
+	text := strings.Replace(strings.Replace(string(config.Example()), "addr: localhost:6379", "addr: "+srv.Addr(), 1),
 		"prefix: rankd", "prefix: "+prefix, 1)
 	path := writeFile(t, "rankd.yaml", text)
 	cfg, err := config.Load(path)
@@ -297,12 +298,12 @@ func TestRollover(t *testing.T) {
 		t.Fatal(err)
 	}
 	// one member on anchor_7d in the current day
-	store, err := ranking.NewStore(srv.Client(t), cfg.Boards(), ranking.WithPrefix(prefix))
+	st, err := store.New(srv.Client(t), cfg.Boards(), store.WithPrefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if _, err := store.Apply(t.Context(), []ranking.Update{{Board: "anchor_7d", Member: "a1", Value: 5, Time: now, MsgID: "m1"}}); err != nil {
+	if _, err := st.Apply(t.Context(), []ranking.Update{{Board: "anchor_7d", Member: "a1", Value: 5, Time: now, MsgID: "m1"}}); err != nil {
 		t.Fatal(err)
 	}
 	next := cfg.Board("anchor_7d").Calendar().Next(cfg.Board("anchor_7d").Calendar().At(now))
@@ -311,7 +312,7 @@ func TestRollover(t *testing.T) {
 		t.Fatalf("rollover: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
 	}
 	// the next day's window already holds a1 (S(next) = S(now))
-	key := ranking.Key(prefix, ranking.Tag("anchor_7d", nil), "r", next.ID)
+	key := store.Key(prefix, store.Tag("anchor_7d", nil), "r", next.ID)
 	if n, err := srv.Client(t).ZCard(t.Context(), key).Result(); err != nil || n != 1 {
 		t.Errorf("ZCARD %s = %d, %v; want 1 after the rollover", key, n, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/ingest"
 )
 
 // LogMessage is one message of the log, as Kafka stores it.
@@ -15,7 +16,7 @@ type LogMessage struct {
 	Partition int
 	Offset    int64
 	Value     []byte
-	Headers   []ranking.Header
+	Headers   []ingest.Header
 	Time      time.Time // the message timestamp
 }
 
@@ -40,9 +41,9 @@ type LogResult struct {
 // schema topic, TopicMap from Kafka topics to schema topics (a topic not in
 // it is its own schema topic), and the router.
 type Log struct {
-	Schemas  map[string]*ranking.Schema
+	Schemas  map[string]*ingest.Schema
 	TopicMap map[string]string
-	Router   *ranking.Router
+	Router   *ingest.Router
 	// Apply, when set, selects the messages that are applied; the others
 	// (a replay's messages before its start) only advance their
 	// partition's stream time.
@@ -79,7 +80,7 @@ func (l Log) FromLog(boards []*ranking.Board, log []LogMessage) LogResult {
 		}
 		schema := l.Schemas[topic]
 		if schema == nil {
-			res.Invalid[m.Where()] = ranking.ReasonNoRoute
+			res.Invalid[m.Where()] = ingest.ReasonNoRoute
 			continue
 		}
 		ev, err := schema.Decode(m.Topic, m.Partition, m.Offset, m.Value, m.Headers, m.Time)
@@ -109,10 +110,10 @@ func (l Log) FromLog(boards []*ranking.Board, log []LogMessage) LogResult {
 			case ranking.StatusApplied:
 				res.Applied++
 			case ranking.StatusLate:
-				res.Rejected[m.Where()] = ranking.ReasonLate
+				res.Rejected[m.Where()] = ingest.ReasonLate
 			case ranking.StatusOutOfRange:
 				if res.Rejected[m.Where()] == "" {
-					res.Rejected[m.Where()] = ranking.ReasonOutOfRange
+					res.Rejected[m.Where()] = ingest.ReasonOutOfRange
 				}
 			}
 		}
@@ -121,8 +122,8 @@ func (l Log) FromLog(boards []*ranking.Board, log []LogMessage) LogResult {
 }
 
 func reason(err error) string {
-	if r := ranking.Reason(err); r != "" {
+	if r := ingest.Reason(err); r != "" {
 		return r
 	}
-	return ranking.ReasonValidation
+	return ingest.ReasonValidation
 }

@@ -1,6 +1,6 @@
 // Package oracle is a plain in-memory reference implementation of the board
 // semantics written down in ranking/doc.go. Tests feed it the same updates
-// as a ranking.Store and compare every board, member by member.
+// as a store.Store and compare every board, member by member.
 //
 // It is deliberately naive and independent of the Lua scripts: it keeps every
 // member's value and tie time per period in Go maps, computes rolling boards
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // Oracle computes every board from a sequence of Apply calls. Apply must not
@@ -511,7 +512,7 @@ func (bd *board) less(a, b Entry) bool {
 // Diff compares a board read from the store with the oracle's, row by row
 // (member, value, tie, in order), and describes up to 10 differing rows; it
 // returns "" when they are equal.
-func Diff(got []ranking.Entry, want []Entry) string {
+func Diff(got []store.Entry, want []Entry) string {
 	var rows []string
 	for i := range max(len(got), len(want)) {
 		g, w := "-", "-"

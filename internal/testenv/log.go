@@ -9,7 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/internal/oracle"
-	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/ingest"
 )
 
 // ReadLog reads every message of topics, every partition from its first
@@ -78,7 +78,7 @@ func readPartition(ctx context.Context, addrs []string, topic string, partition 
 		}
 		lm := oracle.LogMessage{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Value: m.Value, Time: m.Time}
 		for _, h := range m.Headers {
-			lm.Headers = append(lm.Headers, ranking.Header{Key: h.Key, Value: h.Value})
+			lm.Headers = append(lm.Headers, ingest.Header{Key: h.Key, Value: h.Value})
 		}
 		out = append(out, lm)
 		if m.Offset >= end-1 {

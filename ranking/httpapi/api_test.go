@@ -1,10 +1,11 @@
 package httpapi_test
 
 import (
-	"github.com/rankd/rankd/ranking"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rankd/rankd/ranking/store"
 )
 
 const (
@@ -247,8 +248,8 @@ func TestAround(t *testing.T) {
 // TestFinal: a period is reported final once the partitions' stream times
 // have passed its end plus the grace.
 func TestFinal(t *testing.T) {
-	srv, store := fixture(t)
-	if _, err := store.Apply(t.Context(), nil, ranking.Mark{Topic: "gift", Partition: 0, Offset: 10, Time: at(21, 1, 0, 0)}); err != nil {
+	srv, st := fixture(t)
+	if _, err := st.Apply(t.Context(), nil, store.Mark{Topic: "gift", Partition: 0, Offset: 10, Time: at(21, 1, 0, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	_, raw, _ := get(t, srv.URL+"/v1/boards/day/top?period=previous")

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // DefaultDimsLimit is the number of dims values /dims returns without limit.
@@ -38,12 +38,12 @@ func (s *server) handleDims(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkPeriod(b, period); err != nil {
 		return err
 	}
-	limit, err := intParam(r, "limit", DefaultDimsLimit, 1, ranking.MaxDimsLimit)
+	limit, err := intParam(r, "limit", DefaultDimsLimit, 1, store.MaxDimsLimit)
 	if err != nil {
 		return err
 	}
 	cursor := vals.Get("cursor")
-	var pg ranking.DimsPage
+	var pg store.DimsPage
 	var final bool
 	err = s.read(r, false, func(ctx context.Context) error {
 		var err error

@@ -26,7 +26,7 @@
 //     (and "rank_approx": true if any entry is listed) until the timer's
 //     prefill of that period has run.
 //   - rank: "row" (default; 1, 2, 3, 4), "competition" (1, 2, 2, 4) or
-//     "dense" (1, 2, 2, 3); see ranking.RankMode.
+//     "dense" (1, 2, 2, 3); see store.RankMode.
 //   - limit (top): 1..1000, default 20. n (around): 0..500, default 5.
 //   - percent (top, instead of limit): the top P% of the board, P a decimal
 //     number in 0.01..100 with at most 2 decimals ("3", "0.5", "12.25"): the

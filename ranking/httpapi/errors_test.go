@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rankd/rankd/internal/testenv"
-	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/httpapi"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 func TestErrors(t *testing.T) {
@@ -154,11 +154,11 @@ func TestRedisFailures(t *testing.T) {
 		ln.Close() // nothing listens there now
 		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second, DialerRetries: 1, DialerRetryTimeout: time.Millisecond})
 		t.Cleanup(func() { _ = rdb.Close() })
-		store, err := ranking.NewStore(rdb, fixtureBoards(t), ranking.WithClock(func() time.Time { return now }))
+		st, err := store.New(rdb, fixtureBoards(t), store.WithClock(func() time.Time { return now }))
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer(httpapi.New(store, quiet, httpapi.WithExpensiveRate(0)))
+		srv := httptest.NewServer(httpapi.New(st, quiet, httpapi.WithExpensiveRate(0)))
 		t.Cleanup(srv.Close)
 		for _, path := range []string{"/v1/boards/day/top", "/v1/boards/day/members/a", "/v1/boards/day/members/a/around", "/v1/boards/r3/top"} {
 			status, body, resp := get(t, srv.URL+path)
@@ -180,15 +180,15 @@ func TestRedisFailures(t *testing.T) {
 	t.Run("other failure: 500", func(t *testing.T) {
 		rdb := testenv.Redis(t).Client(t)
 		prefix := testenv.Prefix(t)
-		store, err := ranking.NewStore(rdb, fixtureBoards(t), ranking.WithPrefix(prefix), ranking.WithClock(func() time.Time { return now }))
+		st, err := store.New(rdb, fixtureBoards(t), store.WithPrefix(prefix), store.WithClock(func() time.Time { return now }))
 		if err != nil {
 			t.Fatal(err)
 		}
 		// a string where the board's sorted set should be: WRONGTYPE
-		if err := rdb.Set(t.Context(), ranking.Key(prefix, ranking.Tag("tot", nil), "t", "all"), "x", 0).Err(); err != nil {
+		if err := rdb.Set(t.Context(), store.Key(prefix, store.Tag("tot", nil), "t", "all"), "x", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer(httpapi.New(store, quiet, httpapi.WithExpensiveRate(0)))
+		srv := httptest.NewServer(httpapi.New(st, quiet, httpapi.WithExpensiveRate(0)))
 		t.Cleanup(srv.Close)
 		status, body, _ := get(t, srv.URL+"/v1/boards/tot/top")
 		if status != 500 {
@@ -231,9 +231,9 @@ func TestPage(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	srv, store := fixture(t, httpapi.WithRegisterer(reg))
+	srv, st := fixture(t, httpapi.WithRegisterer(reg))
 	// a second handler on the same registerer shares the series
-	srv2 := httptest.NewServer(httpapi.New(store, httpapi.WithRegisterer(reg)))
+	srv2 := httptest.NewServer(httpapi.New(st, httpapi.WithRegisterer(reg)))
 	t.Cleanup(srv2.Close)
 	for _, u := range []string{srv.URL + "/v1/boards/day/top", srv2.URL + "/v1/boards/day/top", srv.URL + "/v1/boards/nope/top", srv.URL + "/v1/boards"} {
 		get(t, u)

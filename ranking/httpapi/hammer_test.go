@@ -14,6 +14,7 @@ import (
 	"github.com/rankd/rankd/internal/testenv"
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/httpapi"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // TestReadsDoNotStallApply: clients hammer the worst expensive read while
@@ -26,16 +27,16 @@ func TestReadsDoNotStallApply(t *testing.T) {
 	rdb := testenv.NewRedis(t, testenv.RedisOptions{}).Client(t)
 	prefix := testenv.Prefix(t)
 	costFixture(t, rdb, prefix)
-	store, err := ranking.NewStore(rdb, costBoards(t), ranking.WithPrefix(prefix), ranking.WithClock(func() time.Time { return now }))
+	st, err := store.New(rdb, costBoards(t), store.WithPrefix(prefix), store.WithClock(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(store))
+	srv := httptest.NewServer(httpapi.New(st))
 	t.Cleanup(srv.Close)
 
 	unit, _ := ranking.ParseUnit("1d")
 	sink := &ranking.Board{Name: "ingest", Window: ranking.WindowPeriodic, Every: unit, Grace: time.Hour}
-	ingest, err := ranking.NewStore(rdb, []*ranking.Board{sink}, ranking.WithPrefix(prefix+"_ingest"))
+	ingest, err := store.New(rdb, []*ranking.Board{sink}, store.WithPrefix(prefix+"_ingest"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // DefaultLimit is the number of members /top returns without limit.
@@ -99,7 +100,7 @@ func (s *server) handleTop(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, err := intParam(r, "limit", DefaultLimit, 1, ranking.MaxLimit)
+	limit, err := intParam(r, "limit", DefaultLimit, 1, store.MaxLimit)
 	if err != nil {
 		return err
 	}
@@ -109,14 +110,14 @@ func (s *server) handleTop(w http.ResponseWriter, r *http.Request) error {
 	}
 	rows := limit
 	if percent > 0 {
-		rows = ranking.MaxLimit // not known before the count is read
+		rows = store.MaxLimit // not known before the count is read
 	}
 	var res pageResult
 	err = s.read(r, q.expensive(rows, false), func(ctx context.Context) error {
 		if err := s.knownDims(ctx, q); err != nil {
 			return err
 		}
-		var pg ranking.Page
+		var pg store.Page
 		var err error
 		if percent > 0 {
 			pg, err = s.store.TopPercent(ctx, q.b.Name, q.dims, q.period, percent, q.mode)
@@ -186,7 +187,7 @@ func (s *server) knownDims(ctx context.Context, q *query) error {
 		return err
 	}
 	err := s.store.KnownDims(ctx, q.b.Name, q.dims)
-	if errors.Is(err, ranking.ErrUnknownDims) {
+	if errors.Is(err, store.ErrUnknownDims) {
 		return &apiError{status: http.StatusNotFound, code: codeUnknownDims, cause: err,
 			msg: fmt.Sprintf("board %q has no data for dims %s; its dims values are listed at /v1/boards/%s/dims",
 				q.b.Name, dimsText(q.b, q.dims), url.PathEscape(q.b.Name))}
@@ -209,7 +210,7 @@ func (s *server) handleAround(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	n, err := intParam(r, "n", DefaultAround, 0, ranking.MaxLimit/2)
+	n, err := intParam(r, "n", DefaultAround, 0, store.MaxLimit/2)
 	if err != nil {
 		return err
 	}
@@ -234,7 +235,7 @@ func (s *server) handleAround(w http.ResponseWriter, r *http.Request) error {
 
 // pageResult is what /top and /around read from Redis.
 type pageResult struct {
-	pg      ranking.Page
+	pg      store.Page
 	final   bool
 	percent int64    // /top?percent, in hundredths (0: absent)
 	prev    []*int64 // with trend=1: each entry's previous rank (nil: absent)
@@ -242,7 +243,7 @@ type pageResult struct {
 
 // pageResult reads the rest of a page: its period's finality and, with
 // trend=1, the previous ranks of its entries.
-func (s *server) pageResult(ctx context.Context, q *query, pg ranking.Page) (pageResult, error) {
+func (s *server) pageResult(ctx context.Context, q *query, pg store.Page) (pageResult, error) {
 	res := pageResult{pg: pg, final: s.final(ctx, q.b, pg.Period)}
 	if !q.trend || q.b.Window == ranking.WindowTotal {
 		return res, nil
@@ -275,7 +276,7 @@ func (s *server) writePage(w http.ResponseWriter, q *query, res pageResult, memb
 // prevRanks returns each entry's rank, in the page's rank mode, in the
 // period before the page's (nil where the member was absent), with one
 // bounded Store.Ranks call for the whole page.
-func (s *server) prevRanks(ctx context.Context, q *query, pg ranking.Page) ([]*int64, error) {
+func (s *server) prevRanks(ctx context.Context, q *query, pg store.Page) ([]*int64, error) {
 	out := make([]*int64, len(pg.Entries))
 	if len(pg.Entries) == 0 {
 		return out, nil
@@ -304,7 +305,7 @@ func (s *server) handleMember(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	member := r.PathValue("member")
-	var info ranking.MemberInfo
+	var info store.MemberInfo
 	var final bool
 	err = s.read(r, q.expensive(0, true), func(ctx context.Context) error {
 		if err := s.knownDims(ctx, q); err != nil {
@@ -332,7 +333,7 @@ func (s *server) handleMember(w http.ResponseWriter, r *http.Request) error {
 		entryJSON:  rd.entry(info.Rank, member, info.Value, info.Tie),
 		RankApprox: info.RankApprox, Above: info.Above,
 		Gap: fixed(info.Gap, q.b.Decimals), GapRaw: info.Gap, Count: info.Count,
-		Percentile: fixed(ranking.Percentile(info.Better, info.Count), 2),
+		Percentile: fixed(store.Percentile(info.Better, info.Count), 2),
 	}
 	if q.b.Window != ranking.WindowTotal {
 		if info.PrevFound {

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // Limits of one request's Redis work (see the package documentation,
@@ -88,7 +88,7 @@ func WithExpensiveLimit(n int, wait time.Duration) Option {
 
 // WithDenseBudget sets the number of distinct values the dense-rank walks
 // of one request may visit in total (default DefaultDenseBudget; see
-// ranking.WithDenseBudget). Each is one O(log n) look-up in Redis.
+// store.WithDenseBudget). Each is one O(log n) look-up in Redis.
 func WithDenseBudget(steps int) Option { return func(c *config) { c.denseSteps = max(steps, 0) } }
 
 // Error codes of the request limits.
@@ -114,7 +114,7 @@ func (s *server) read(r *http.Request, expensive bool, fn func(ctx context.Conte
 			return s.limitError(ctx, r, err)
 		}
 	}
-	ctx = ranking.WithDenseBudget(ctx, s.denseSteps)
+	ctx = store.WithDenseBudget(ctx, s.denseSteps)
 	done := make(chan error, 1)
 	go func() {
 		var err error
@@ -179,7 +179,7 @@ func (s *server) limitError(ctx context.Context, r *http.Request, err error) err
 		msg: fmt.Sprintf("the request did not finish within %s; retry later, or ask for less (a smaller limit or n, rank=row, trend=0)", s.timeout)}
 }
 
-// tooExpensive is the 400 of ranking.ErrTooExpensive.
+// tooExpensive is the 400 of store.ErrTooExpensive.
 func (s *server) tooExpensive(err error) error {
 	return &apiError{status: http.StatusBadRequest, code: codeTooExpensive, cause: err,
 		msg: fmt.Sprintf("rank=dense: ranks in the previous period lie beyond the %d distinct values one request may walk; "+

@@ -22,12 +22,13 @@ import (
 	"github.com/rankd/rankd/internal/testenv"
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/httpapi"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // maxCommands is the most Redis commands one request may run (counting
 // those run inside scripts): a page of MaxLimit+1 look-ups or dense-walk
 // steps, plus a few (see "Cost of a request" in the package documentation).
-const maxCommands = ranking.MaxLimit + 30
+const maxCommands = store.MaxLimit + 30
 
 // costBoards are the boards of the cost tests (clock: now, Nov 21 12:00):
 //   - ties: daily sum, desc, no tiebreak, few distinct values (many ties)
@@ -55,7 +56,7 @@ type costData map[string]map[string]map[string]int64 // board -> period -> membe
 // prefix and returns it.
 func costFixture(t *testing.T, rdb redis.UniversalClient, prefix string) costData {
 	t.Helper()
-	store, err := ranking.NewStore(rdb, costBoards(t), ranking.WithPrefix(prefix), ranking.WithClock(func() time.Time { return now }))
+	st, err := store.New(rdb, costBoards(t), store.WithPrefix(prefix), store.WithClock(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func costFixture(t *testing.T, rdb redis.UniversalClient, prefix string) costDat
 			add(b, "20261120", fmt.Sprintf("w%04d", i), 1+rng.Int64N(1000), at(20, 10, 0, 0))
 		}
 	}
-	res, err := store.Apply(t.Context(), ups)
+	res, err := st.Apply(t.Context(), ups)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,11 +243,11 @@ func TestBoundedCostExact(t *testing.T) {
 	rdb := testenv.NewRedis(t, testenv.RedisOptions{}).Client(t)
 	prefix := testenv.Prefix(t)
 	data := costFixture(t, rdb, prefix)
-	store, err := ranking.NewStore(rdb, costBoards(t), ranking.WithPrefix(prefix), ranking.WithClock(func() time.Time { return now }))
+	st, err := store.New(rdb, costBoards(t), store.WithPrefix(prefix), store.WithClock(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(store, httpapi.WithExpensiveRate(0)))
+	srv := httptest.NewServer(httpapi.New(st, httpapi.WithExpensiveRate(0)))
 	t.Cleanup(srv.Close)
 
 	var most, mostUsec int64
@@ -323,11 +324,11 @@ func TestTooExpensive(t *testing.T) {
 	rdb := testenv.NewRedis(t, testenv.RedisOptions{}).Client(t)
 	prefix := testenv.Prefix(t)
 	data := costFixture(t, rdb, prefix)
-	store, err := ranking.NewStore(rdb, costBoards(t), ranking.WithPrefix(prefix), ranking.WithClock(func() time.Time { return now }))
+	st, err := store.New(rdb, costBoards(t), store.WithPrefix(prefix), store.WithClock(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(store, httpapi.WithExpensiveRate(0)))
+	srv := httptest.NewServer(httpapi.New(st, httpapi.WithExpensiveRate(0)))
 	t.Cleanup(srv.Close)
 	cur := newNaive(data["rev"]["20261121"], true)
 	prev := newNaive(data["rev"]["20261120"], true)
@@ -378,7 +379,7 @@ func TestTooExpensive(t *testing.T) {
 	}
 
 	// a larger budget makes the same request exact
-	big := httptest.NewServer(httpapi.New(store, httpapi.WithDenseBudget(10000), httpapi.WithExpensiveRate(0)))
+	big := httptest.NewServer(httpapi.New(st, httpapi.WithDenseBudget(10000), httpapi.WithExpensiveRate(0)))
 	t.Cleanup(big.Close)
 	_, body, _, err = getBody(t, t.Context(), big.URL+"/v1/boards/rev/top?limit=3&trend=1&rank=dense")
 	if err != nil || len(body.Entries) != 3 || body.Entries[0].PrevRank == nil || *body.Entries[0].PrevRank != 3000 {
@@ -408,17 +409,17 @@ func (h slowHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 
 // slowStore is a store of the cost boards on the server of addr through a
 // client whose every call takes d more, with rollover chunks of 10 members.
-func slowStore(t *testing.T, addr, prefix string, d time.Duration) *ranking.Store {
+func slowStore(t *testing.T, addr, prefix string, d time.Duration) *store.Store {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = rdb.Close() })
 	rdb.AddHook(slowHook{d})
-	store, err := ranking.NewStore(rdb, costBoards(t), ranking.WithPrefix(prefix), ranking.WithClock(func() time.Time { return now }),
-		ranking.WithRolloverChunk(10))
+	st, err := store.New(rdb, costBoards(t), store.WithPrefix(prefix), store.WithClock(func() time.Time { return now }),
+		store.WithRolloverChunk(10))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return store
+	return st
 }
 
 // stopped fails t unless the server runs no more commands: the work of a
@@ -446,7 +447,7 @@ func TestTimeoutStopsRedisWork(t *testing.T) {
 	slow := slowStore(t, srv.Addr(), prefix, 3*time.Millisecond) // ~6 ms per chunk of 10: 3000 members take ~2 s
 	partial := func(board string) int64 {
 		t.Helper()
-		return rdb.ZCard(t.Context(), ranking.Key(prefix, ranking.Tag(board, nil), "r", "20261121")).Val()
+		return rdb.ZCard(t.Context(), store.Key(prefix, store.Tag(board, nil), "r", "20261121")).Val()
 	}
 
 	t.Run("timeout", func(t *testing.T) {
@@ -481,11 +482,11 @@ func TestTimeoutStopsRedisWork(t *testing.T) {
 	})
 
 	// the next read resumes the rollover and answers exactly
-	store, err := ranking.NewStore(rdb, costBoards(t), ranking.WithPrefix(prefix), ranking.WithClock(func() time.Time { return now }))
+	st, err := store.New(rdb, costBoards(t), store.WithPrefix(prefix), store.WithClock(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := httptest.NewServer(httpapi.New(store, httpapi.WithExpensiveRate(0)))
+	api := httptest.NewServer(httpapi.New(st, httpapi.WithExpensiveRate(0)))
 	t.Cleanup(api.Close)
 	for _, b := range []string{"roll", "roll2"} {
 		want := newNaive(data[b]["20261120"], true) // S(21) = P(19..21) = P(20)
@@ -546,7 +547,7 @@ func TestExpensiveLimit(t *testing.T) {
 // same read is exact.
 func TestFutureRollingReadWritesNothing(t *testing.T) {
 	rdb := testenv.NewRedis(t, testenv.RedisOptions{}).Client(t)
-	srv, store := fixtureOn(t, rdb)
+	srv, st := fixtureOn(t, rdb)
 	// the current and previous periods are read (and rolled over) first
 	for _, p := range []string{"current", "previous"} {
 		if status, body, _ := get(t, srv.URL+"/v1/boards/r3/top?trend=1&period="+p); status != 200 {
@@ -581,7 +582,7 @@ func TestFutureRollingReadWritesNothing(t *testing.T) {
 
 	// the timer prefills the next period ahead of its start: S(22) =
 	// P(20..22): u2 5, u1 1; previous ranks from S(21): u1 6, u2 5
-	if err := store.Rollover(t.Context(), "r3", at(22, 0, 0, 0)); err != nil {
+	if err := st.Rollover(t.Context(), "r3", at(22, 0, 0, 0)); err != nil {
 		t.Fatal(err)
 	}
 	_, body, _ = get(t, srv.URL+"/v1/boards/r3/top?trend=1&period="+next)

@@ -16,6 +16,7 @@ import (
 	"github.com/rankd/rankd/internal/testenv"
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/httpapi"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -61,16 +62,16 @@ func fixtureBoards(t *testing.T) []*ranking.Board {
 
 // fixture returns a store with the fixture boards and data (under a prefix
 // of t's own) and an HTTP server of its API.
-func fixture(t *testing.T, opts ...httpapi.Option) (*httptest.Server, *ranking.Store) {
+func fixture(t *testing.T, opts ...httpapi.Option) (*httptest.Server, *store.Store) {
 	t.Helper()
 	return fixtureOn(t, testenv.Redis(t).Client(t), opts...)
 }
 
 // fixtureOn is fixture on the Redis of rdb.
-func fixtureOn(t *testing.T, rdb redis.UniversalClient, opts ...httpapi.Option) (*httptest.Server, *ranking.Store) {
+func fixtureOn(t *testing.T, rdb redis.UniversalClient, opts ...httpapi.Option) (*httptest.Server, *store.Store) {
 	t.Helper()
-	store, err := ranking.NewStore(rdb, fixtureBoards(t), ranking.WithPrefix(testenv.Prefix(t)),
-		ranking.WithClock(func() time.Time { return now }))
+	st, err := store.New(rdb, fixtureBoards(t), store.WithPrefix(testenv.Prefix(t)),
+		store.WithClock(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func fixtureOn(t *testing.T, rdb redis.UniversalClient, opts ...httpapi.Option) 
 		up("kt", nil, "k2", 2, at(21, 1, 0, 0)),
 		up("kt", nil, "k3", 1, at(21, 1, 0, 0)),
 	}
-	res, err := store.Apply(t.Context(), ups)
+	res, err := st.Apply(t.Context(), ups)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,9 +144,9 @@ func fixtureOn(t *testing.T, rdb redis.UniversalClient, opts ...httpapi.Option) 
 			t.Fatalf("update %d (%+v): %v", i, ups[i], st)
 		}
 	}
-	srv := httptest.NewServer(httpapi.New(store, opts...))
+	srv := httptest.NewServer(httpapi.New(st, opts...))
 	t.Cleanup(srv.Close)
-	return srv, store
+	return srv, st
 }
 
 // get fetches url and returns the status, the JSON body decoded with

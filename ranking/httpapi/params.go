@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // query is the parsed common parameters of a board request.
@@ -15,7 +16,7 @@ type query struct {
 	b      *ranking.Board
 	dims   []string // values in the board's Dims order
 	period string   // as given ("" = current)
-	mode   ranking.RankMode
+	mode   store.RankMode
 	trend  bool
 }
 
@@ -37,7 +38,7 @@ func (s *server) parseQuery(r *http.Request) (*query, error) {
 	if err := s.checkPeriod(b, q.period); err != nil {
 		return nil, err
 	}
-	if q.mode, err = ranking.ParseRankMode(vals.Get("rank")); err != nil {
+	if q.mode, err = store.ParseRankMode(vals.Get("rank")); err != nil {
 		return nil, badRequest(codeBadRequest, "rank: "+err.Error())
 	}
 	if t := vals.Get("trend"); t != "" {
@@ -59,7 +60,7 @@ const expensiveRows = 100
 // expensiveRows entries.
 func (q *query) expensive(rows int, walk bool) bool {
 	trend := q.trend && q.b.Window != ranking.WindowTotal
-	if q.mode == ranking.RankDense {
+	if q.mode == store.RankDense {
 		return walk || trend
 	}
 	return trend && rows > expensiveRows

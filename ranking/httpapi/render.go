@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // periodJSON is a period: its id and, except for total boards' "all", its
@@ -85,7 +86,7 @@ type memberJSON struct {
 	Gap        json.Number `json:"gap"`
 	GapRaw     int64       `json:"gap_raw"`
 	Count      int64       `json:"count"`
-	// Percentile: see ranking.Percentile (an upper bound when rank_approx
+	// Percentile: see store.Percentile (an upper bound when rank_approx
 	// is set).
 	Percentile json.Number `json:"percentile"`
 }
@@ -109,7 +110,7 @@ func (s *server) renderer(b *ranking.Board, p ranking.Period) renderer {
 	case ranking.WindowTotal:
 		base = c.TieEpoch
 		if base.IsZero() {
-			base = ranking.DefaultTieEpoch
+			base = ranking.DefaultTieEpoch()
 		}
 	case ranking.WindowPeriodic:
 		base = p.Start
@@ -139,7 +140,7 @@ func (rd renderer) entry(rank int64, member string, value, tie int64) entryJSON 
 	return e
 }
 
-func (rd renderer) entries(es []ranking.Entry) []entryJSON {
+func (rd renderer) entries(es []store.Entry) []entryJSON {
 	out := make([]entryJSON, len(es))
 	for i, e := range es {
 		out[i] = rd.entry(e.Rank, e.Member, e.Value, e.Tie)

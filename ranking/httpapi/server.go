@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // Option configures the handler returned by New.
@@ -42,7 +43,7 @@ func WithRegisterer(reg prometheus.Registerer) Option { return func(c *config) {
 
 // server holds the store and the boards it serves.
 type server struct {
-	store  *ranking.Store
+	store  *store.Store
 	boards map[string]*ranking.Board
 	order  []*ranking.Board
 	log    *slog.Logger
@@ -60,13 +61,13 @@ type server struct {
 // boards of store. It is safe for concurrent use; every request reads Redis
 // through store and nothing is cached. New panics if WithRegisterer's
 // registerer holds a conflicting collector of the same name.
-func New(store *ranking.Store, opts ...Option) http.Handler {
+func New(st *store.Store, opts ...Option) http.Handler {
 	c := config{log: slog.Default(), timeout: DefaultTimeout, expensive: DefaultExpensive,
 		queueWait: DefaultQueueWait, denseSteps: DefaultDenseBudget, rate: DefaultExpensiveRate}
 	for _, o := range opts {
 		o(&c)
 	}
-	s := &server{store: store, boards: map[string]*ranking.Board{}, order: store.Boards(), log: c.log,
+	s := &server{store: st, boards: map[string]*ranking.Board{}, order: st.Boards(), log: c.log,
 		timeout: c.timeout, slots: make(chan struct{}, c.expensive), queueWait: c.queueWait, denseSteps: c.denseSteps,
 		bucket: newTokenBucket(c.rate, c.expensive)}
 	for _, b := range s.order {
@@ -174,19 +175,19 @@ func classify(err error) (int, string) {
 	switch {
 	case errors.As(err, &ae):
 		return ae.status, ae.code
-	case errors.Is(err, ranking.ErrUnknownBoard):
+	case errors.Is(err, store.ErrUnknownBoard):
 		return http.StatusNotFound, codeUnknownBoard
-	case errors.Is(err, ranking.ErrUnknownDims):
+	case errors.Is(err, store.ErrUnknownDims):
 		return http.StatusNotFound, codeUnknownDims
-	case errors.Is(err, ranking.ErrMemberNotFound):
+	case errors.Is(err, store.ErrMemberNotFound):
 		return http.StatusNotFound, codeNotFound
-	case errors.Is(err, ranking.ErrBadDims):
+	case errors.Is(err, store.ErrBadDims):
 		return http.StatusBadRequest, codeBadDims
-	case errors.Is(err, ranking.ErrBadPeriod):
+	case errors.Is(err, store.ErrBadPeriod):
 		return http.StatusBadRequest, codeBadPeriod
-	case errors.Is(err, ranking.ErrBadLimit), errors.Is(err, ranking.ErrBadRankMode), errors.Is(err, ranking.ErrBadCursor):
+	case errors.Is(err, store.ErrBadLimit), errors.Is(err, store.ErrBadRankMode), errors.Is(err, store.ErrBadCursor):
 		return http.StatusBadRequest, codeBadRequest
-	case errors.Is(err, ranking.ErrTooExpensive):
+	case errors.Is(err, store.ErrTooExpensive):
 		return http.StatusBadRequest, codeTooExpensive
 	case unreachable(err):
 		return http.StatusServiceUnavailable, codeUnavailable
@@ -196,7 +197,7 @@ func classify(err error) (int, string) {
 
 // unreachable reports errors that mean Redis could not answer now: network
 // errors and timeouts, a closed or exhausted pool, a server still loading or
-// a cluster that is down, and ranking.ErrRolloverBusy.
+// a cluster that is down, and store.ErrRolloverBusy.
 func unreachable(err error) bool {
 	var ne net.Error
 	switch {
@@ -204,7 +205,7 @@ func unreachable(err error) bool {
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
 		errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrPoolExhausted),
-		errors.Is(err, ranking.ErrRolloverBusy):
+		errors.Is(err, store.ErrRolloverBusy):
 		return true
 	}
 	for _, p := range []string{"LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY"} {
@@ -226,7 +227,7 @@ type errorBody struct {
 // generic one, and the error is logged (unless the client went away).
 // Timeouts are logged as warnings; overloaded answers are only counted.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, ranking.ErrTooExpensive) {
+	if errors.Is(err, store.ErrTooExpensive) {
 		err = s.tooExpensive(err)
 	}
 	status, code := classify(err)
@@ -245,7 +246,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			s.log.Error("http request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
 		}
 		switch {
-		case errors.Is(err, ranking.ErrRolloverBusy):
+		case errors.Is(err, store.ErrRolloverBusy):
 			msg = "the board is being rolled over by another process; retry shortly"
 		case status == http.StatusServiceUnavailable:
 			msg = "redis is unavailable"

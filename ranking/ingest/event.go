@@ -1,0 +1,449 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Defaults of the decoder limits.
+const (
+	// DefaultMaxMessageBytes is the largest message Decode accepts by default.
+	DefaultMaxMessageBytes = 1 << 20
+	// DefaultFutureSkew is how far ahead of the clock an event time may be by
+	// default.
+	DefaultFutureSkew = time.Minute
+	// DefaultMaxIDLen is the longest message ID, in bytes, of the default
+	// schemas: it becomes a dedupe key.
+	DefaultMaxIDLen = 256
+	// DefaultMaxKeyLen is the longest member and dims value, in bytes, of
+	// the default schemas (they become sorted set members and key names),
+	// and the max_len of their identifier fields.
+	DefaultMaxKeyLen = 256
+)
+
+// DefaultMinTime is the event-time floor of the default schemas,
+// 2000-01-01T00:00:00Z: earlier events (a ts of 0, say) are invalid.
+func DefaultMinTime() time.Time { return time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC) }
+
+// maxEventMilli is the last millisecond of year 9999, the latest event time.
+const maxEventMilli = 253402300799999
+
+// Event is one decoded message: where it came from, its identity, its event
+// time and its declared fields.
+type Event struct {
+	Topic     string
+	Partition int
+	Offset    int64
+	// ID is the message ID used for dedupe: the id field, else the header
+	// "id", else "topic/partition/offset".
+	ID string
+	// Time is the event time: the ts field (Unix milliseconds), else the
+	// message timestamp.
+	Time time.Time
+	// Fields holds every declared field of the schema, typed as the schema
+	// says (string, int64, float64, bool), missing ones with their default;
+	// plus the id field (the resolved ID) and the ts field (Time in Unix ms,
+	// int64).
+	Fields map[string]any
+	// Missing lists the declared fields the message did not give (or gave
+	// as null): they hold their default in Fields. A field absent from
+	// Fields counts as missing too.
+	Missing []string
+}
+
+// missing reports whether the message did not give field name.
+func (ev *Event) missing(name string) bool {
+	_, ok := ev.Fields[name]
+	return !ok || slices.Contains(ev.Missing, name)
+}
+
+// Header is one message header, as a Kafka client gives it.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Schema describes the JSON messages of one topic and decodes them. A Schema
+// must pass Validate before Decode is used; it is then safe for concurrent
+// use.
+type Schema struct {
+	IDField string  // name of the message ID field (string)
+	TSField string  // name of the event time field (int, Unix milliseconds)
+	Fields  []Field // declared fields, excluding IDField and TSField
+	// MaxBytes rejects larger messages with ReasonTooLarge; 0: no limit.
+	MaxBytes int
+	// FutureSkew rejects event times later than the message timestamp +
+	// FutureSkew with ReasonFuture (Now() + FutureSkew for a message
+	// without a timestamp); 0: no check.
+	FutureSkew time.Duration
+	Now        func() time.Time // clock for FutureSkew without a message timestamp; nil: time.Now
+	// MaxIDLen rejects a message ID given by the message (the id field or
+	// the "id" header) longer than this many bytes with ReasonValidation;
+	// 0: no limit. The ID becomes a dedupe key.
+	MaxIDLen int
+	// MinTime rejects event times (from the ts field or the message
+	// timestamp) before it with ReasonValidation; zero: no floor.
+	MinTime time.Time
+	// MaxKeyLen is the longest member and dims value, in bytes, the Router
+	// gives for this topic's events; longer ones are rejected with
+	// ReasonValidation. 0: no limit.
+	MaxKeyLen int
+}
+
+// DefaultSchemas returns new schemas of the gift, like and comment topics of
+// the example config, keyed by topic, with the default limits.
+func DefaultSchemas() map[string]*Schema {
+	// Identifiers become members and dims values: bounded like them.
+	ident := func(names ...string) []Field {
+		fs := make([]Field, len(names))
+		for i, n := range names {
+			fs[i] = Field{Name: n, Type: TypeString, MaxLen: DefaultMaxKeyLen}
+		}
+		return fs
+	}
+	common := func(extra ...Field) *Schema {
+		return &Schema{
+			IDField:    "id",
+			TSField:    "ts",
+			Fields:     append(ident("user_id", "anchor_id", "room_id", "zone"), extra...),
+			MaxBytes:   DefaultMaxMessageBytes,
+			FutureSkew: DefaultFutureSkew,
+			MaxIDLen:   DefaultMaxIDLen,
+			MinTime:    DefaultMinTime(),
+			MaxKeyLen:  DefaultMaxKeyLen,
+		}
+	}
+	return map[string]*Schema{
+		"gift": common(
+			Field{Name: "gift_id", Type: TypeString, MaxLen: DefaultMaxKeyLen},
+			Field{Name: "count", Type: TypeInt, Min: int64(1)},
+			Field{Name: "coins", Type: TypeInt, Min: int64(0)},
+		),
+		"like": common(
+			Field{Name: "count", Type: TypeInt, Default: int64(1), Min: int64(1)},
+		),
+		"comment": common(
+			Field{Name: "news_id", Type: TypeString, MaxLen: DefaultMaxKeyLen},
+			Field{Name: "news_ts", Type: TypeInt},
+			Field{Name: "text", Type: TypeString},
+		),
+	}
+}
+
+// Validate checks field names and types, that defaults match their types
+// and lie within the bounds, the bounds and the limits. It reports every
+// problem.
+func (s *Schema) Validate() error {
+	var errs []error
+	if !isIdent(s.IDField) {
+		errs = append(errs, fmt.Errorf("id field %q is not an identifier", s.IDField))
+	}
+	if !isIdent(s.TSField) {
+		errs = append(errs, fmt.Errorf("ts field %q is not an identifier", s.TSField))
+	}
+	if s.IDField == s.TSField {
+		errs = append(errs, fmt.Errorf("id and ts fields are both %q", s.IDField))
+	}
+	if s.MaxBytes < 0 || s.FutureSkew < 0 {
+		errs = append(errs, errors.New("negative max bytes or future skew"))
+	}
+	if s.MaxIDLen < 0 {
+		errs = append(errs, fmt.Errorf("negative max_id_len %d", s.MaxIDLen))
+	}
+	if s.MaxKeyLen < 0 {
+		errs = append(errs, fmt.Errorf("negative max_key_len %d", s.MaxKeyLen))
+	}
+	seen := map[string]bool{s.IDField: true, s.TSField: true}
+	for _, f := range s.Fields {
+		switch {
+		case !isIdent(f.Name):
+			errs = append(errs, fmt.Errorf("field %q is not an identifier", f.Name))
+		case seen[f.Name]:
+			errs = append(errs, fmt.Errorf("field %q declared twice (or as the id or ts field)", f.Name))
+		default:
+			errs = f.validate(errs)
+		}
+		seen[f.Name] = true
+	}
+	return errors.Join(errs...)
+}
+
+// Field returns the type of the named field; the id field is a string and
+// the ts field an int.
+func (s *Schema) Field(name string) (FieldType, bool) {
+	switch name {
+	case s.IDField:
+		return TypeString, true
+	case s.TSField:
+		return TypeInt, true
+	}
+	for _, f := range s.Fields {
+		if f.Name == name {
+			return f.Type, true
+		}
+	}
+	return 0, false
+}
+
+// env returns the fields an event of this schema has, with zero values of
+// their Go types: the expression environment.
+func (s *Schema) env() map[string]any {
+	env := make(map[string]any, len(s.Fields)+2)
+	env[s.IDField] = ""
+	env[s.TSField] = int64(0)
+	for _, f := range s.Fields {
+		env[f.Name] = f.Type.zero()
+	}
+	return env
+}
+
+// Decode decodes the value of a message into an Event. Every error is a
+// *PermanentError: too_large, decode (not a UTF-8 JSON object), validation
+// (wrong type, missing required field, a value outside its field's Min,
+// Max or MaxLen, an ID longer than MaxIDLen, an event time before MinTime,
+// no event time), out_of_range (a number beyond int64 or float64) or
+// future. Fields not declared are ignored; a JSON null counts as absent.
+func (s *Schema) Decode(topic string, partition int, offset int64, value []byte, headers []Header, msgTime time.Time) (*Event, error) {
+	if s.MaxBytes > 0 && len(value) > s.MaxBytes {
+		return nil, permanent(ReasonTooLarge, "message of %d bytes exceeds %d", len(value), s.MaxBytes)
+	}
+	if !utf8.Valid(value) {
+		return nil, permanent(ReasonDecode, "message is not valid UTF-8")
+	}
+	var buf [24]member
+	members, err := scanObject(value, buf[:0])
+	if err != nil {
+		return nil, &PermanentError{Reason: ReasonDecode, Err: err}
+	}
+	// Later duplicates win, as with encoding/json.
+	idIdx, tsIdx := -1, -1
+	var foundBuf [32]int // declared field -> index+1 of its member
+	var found []int
+	if len(s.Fields) <= len(foundBuf) {
+		found = foundBuf[:len(s.Fields)]
+	} else {
+		found = make([]int, len(s.Fields))
+	}
+	for mi, m := range members {
+		key := m.key.raw
+		if m.key.esc {
+			key = []byte(m.key.str())
+		}
+		switch string(key) {
+		case s.IDField:
+			idIdx = mi
+			continue
+		case s.TSField:
+			tsIdx = mi
+			continue
+		}
+		for fi := range s.Fields {
+			if s.Fields[fi].Name == string(key) {
+				found[fi] = mi + 1
+				break
+			}
+		}
+	}
+
+	ev := &Event{Topic: topic, Partition: partition, Offset: offset, Fields: make(map[string]any, len(s.Fields)+2)}
+	for fi, f := range s.Fields {
+		at := found[fi]
+		if at == 0 || members[at-1].val.kind == jsonNull {
+			if f.Required {
+				return nil, permanent(ReasonValidation, "missing required field %q", f.Name)
+			}
+			ev.Fields[f.Name] = f.defaultValue()
+			ev.Missing = append(ev.Missing, f.Name)
+			continue
+		}
+		v, err := f.Type.convert(members[at-1].val)
+		if err != nil {
+			return nil, fieldError(f.Name, err)
+		}
+		if err := f.Check(v); err != nil {
+			return nil, fieldError(f.Name, err)
+		}
+		ev.Fields[f.Name] = v
+	}
+
+	if idIdx >= 0 && members[idIdx].val.kind != jsonNull {
+		v, err := TypeString.convert(members[idIdx].val)
+		if err != nil {
+			return nil, fieldError(s.IDField, err)
+		}
+		ev.ID = v.(string)
+		if s.MaxIDLen > 0 && len(ev.ID) > s.MaxIDLen {
+			return nil, permanent(ReasonValidation, "field %q: message ID of %d bytes exceeds max_id_len %d", s.IDField, len(ev.ID), s.MaxIDLen)
+		}
+	}
+	if ev.ID == "" {
+		for _, h := range headers {
+			if h.Key == "id" && len(h.Value) > 0 {
+				if s.MaxIDLen > 0 && len(h.Value) > s.MaxIDLen {
+					return nil, permanent(ReasonValidation, "header \"id\": message ID of %d bytes exceeds max_id_len %d", len(h.Value), s.MaxIDLen)
+				}
+				if !utf8.Valid(h.Value) {
+					return nil, permanent(ReasonValidation, "header \"id\" is not valid UTF-8")
+				}
+				ev.ID = string(h.Value)
+				break
+			}
+		}
+	}
+	if ev.ID == "" {
+		ev.ID = topic + "/" + strconv.Itoa(partition) + "/" + strconv.FormatInt(offset, 10)
+	}
+
+	ev.Time = msgTime
+	fromTS := false
+	if tsIdx >= 0 && members[tsIdx].val.kind != jsonNull {
+		v, err := TypeInt.convert(members[tsIdx].val)
+		if err != nil {
+			return nil, fieldError(s.TSField, err)
+		}
+		ms := v.(int64)
+		if ms < 0 || ms > maxEventMilli {
+			return nil, permanent(ReasonOutOfRange, "field %q: %d ms is outside years 1970 to 9999", s.TSField, ms)
+		}
+		ev.Time = time.UnixMilli(ms).UTC()
+		fromTS = true
+	}
+	if ev.Time.IsZero() {
+		return nil, permanent(ReasonValidation, "no %q field and no message timestamp", s.TSField)
+	}
+	if !s.MinTime.IsZero() && ev.Time.Before(s.MinTime) {
+		src := "message timestamp"
+		if fromTS {
+			src = fmt.Sprintf("field %q", s.TSField)
+		}
+		return nil, permanent(ReasonValidation, "%s: event time %s is before min_time %s", src,
+			ev.Time.UTC().Format(time.RFC3339Nano), s.MinTime.UTC().Format(time.RFC3339Nano))
+	}
+	if s.FutureSkew > 0 {
+		// Judged against the message's own timestamp, which is part of the
+		// log, so that a replay decides as the live run did; the clock only
+		// when the message has no timestamp.
+		ref := msgTime
+		if ref.IsZero() {
+			ref = time.Now()
+			if s.Now != nil {
+				ref = s.Now()
+			}
+		}
+		if limit := ref.Add(s.FutureSkew); ev.Time.After(limit) {
+			return nil, permanent(ReasonFuture, "event time %s is more than %v ahead of the message timestamp %s",
+				ev.Time.UTC().Format(time.RFC3339Nano), s.FutureSkew, ref.UTC().Format(time.RFC3339Nano))
+		}
+	}
+	ev.Fields[s.IDField] = ev.ID
+	ev.Fields[s.TSField] = ev.Time.UnixMilli()
+	return ev, nil
+}
+
+// fieldError wraps a conversion error of field name, keeping its reason.
+func fieldError(name string, err error) error {
+	var pe *PermanentError
+	if errors.As(err, &pe) {
+		return &PermanentError{Reason: pe.Reason, Err: fmt.Errorf("field %q: %w", name, pe.Err)}
+	}
+	return &PermanentError{Reason: ReasonValidation, Err: fmt.Errorf("field %q: %w", name, err)}
+}
+
+// isIdent reports whether s is an expression identifier: a letter or '_',
+// then letters, digits or '_' (ASCII).
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9' {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// finite reports whether f is neither NaN nor infinite.
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// Reasons of permanent errors. They name the dead-letter header and the
+// label of the dead-letter metric, so they are stable.
+const (
+	// ReasonDecode: the message is not a UTF-8 JSON object.
+	ReasonDecode = "decode"
+	// ReasonValidation: a field has the wrong type, a required field is
+	// missing, or a value exceeds a limit of the schema (a field's min, max
+	// or max_len, the ID length, the event-time floor, the length of a
+	// routed member or dims value).
+	ReasonValidation = "validation"
+	// ReasonTooLarge: the message exceeds the configured maximum size.
+	ReasonTooLarge = "too_large"
+	// ReasonFuture: the event time is too far ahead of the clock.
+	ReasonFuture = "future"
+	// ReasonLate: the stream time of the event's partition had passed its period's end plus the grace (reported by the store).
+	ReasonLate = "late"
+	// ReasonOutOfRange: a number does not fit (int64, a board's exact
+	// range, a sort factor's bits).
+	ReasonOutOfRange = "out_of_range"
+	// ReasonNoMember: a route's member expression gave an empty member.
+	ReasonNoMember = "no_member"
+	// ReasonExpression: a route expression failed at run time (e.g. an
+	// integer division by zero) or gave a value of the wrong type.
+	ReasonExpression = "expression"
+	// ReasonNoRoute: no route is declared for the event's topic.
+	ReasonNoRoute = "no_route"
+)
+
+// Reasons returns every dead-letter reason of decoding and routing, and of
+// the store's verdicts, in a fixed order (for metrics that must exist from
+// the start).
+func Reasons() []string {
+	return []string{ReasonDecode, ReasonValidation, ReasonTooLarge, ReasonFuture, ReasonLate,
+		ReasonOutOfRange, ReasonNoMember, ReasonExpression, ReasonNoRoute}
+}
+
+// PermanentError is an error that retrying cannot fix: the message is
+// dead-lettered with Reason and its offset committed.
+type PermanentError struct {
+	Reason string // one of the Reason constants
+	Err    error
+}
+
+// Error returns the reason and the underlying error.
+func (e *PermanentError) Error() string {
+	if e.Err == nil {
+		return e.Reason
+	}
+	return e.Reason + ": " + e.Err.Error()
+}
+
+// Unwrap returns the underlying error.
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// IsPermanent reports whether err is, or wraps, a *PermanentError.
+func IsPermanent(err error) bool {
+	var pe *PermanentError
+	return errors.As(err, &pe)
+}
+
+// Reason returns the reason of the first *PermanentError in err's chain, or
+// "" when err is not permanent.
+func Reason(err error) string {
+	var pe *PermanentError
+	if errors.As(err, &pe) {
+		return pe.Reason
+	}
+	return ""
+}
+
+// permanent returns a *PermanentError with a formatted message.
+func permanent(reason, format string, args ...any) error {
+	return &PermanentError{Reason: reason, Err: fmt.Errorf(format, args...)}
+}

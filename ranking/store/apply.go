@@ -1,0 +1,365 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/rankd/rankd/ranking"
+	"github.com/redis/go-redis/v9"
+)
+
+// call is one script call under construction: events of one slot.
+type call struct {
+	slot   int
+	groups map[string]*callGroup // by tag
+	gorder []*callGroup
+	events [][]int // per event: indexes of its updates in the Apply input
+	nups   int
+	evArgs []any
+}
+
+// callGroup is one stream (board+dims) inside a call.
+type callGroup struct {
+	idx     int // 1-based, as the script numbers groups
+	tag     string
+	st      *boardState
+	periods []ranking.Period
+	pidx    map[int64]int  // period start ms -> 1-based index in periods
+	last    ranking.Period // cache for At
+}
+
+func (g *callGroup) period(t time.Time) ranking.Period {
+	if !g.last.End.IsZero() && !t.Before(g.last.Start) && t.Before(g.last.End) {
+		return g.last
+	}
+	g.last = g.st.cal.At(t)
+	return g.last
+}
+
+// Apply applies updates atomically per event and slot; see the package doc
+// for semantics. A non-nil error is transient (Redis unreachable, timeout):
+// the caller retries the same updates, which is safe thanks to dedupe.
+// Validation errors (unknown board, wrong number of dims) are returned before
+// anything is written.
+//
+// marks are the stream times of the partitions the updates came from, as of
+// the offset after the batch (see Mark); they are written in the same
+// pipeline, so that they are in Redis before the caller commits offsets.
+//
+// The store New returns writes every update into its board's active
+// key generation and, while a replay builds one, into that one too; a store
+// from Generation writes its generation only.
+func (s *Store) Apply(ctx context.Context, ups []ranking.Update, marks ...Mark) (ranking.Result, error) {
+	if s.root != nil {
+		return s.apply(ctx, ups, marks)
+	}
+	return s.applyGens(ctx, ups, marks)
+}
+
+// apply applies ups to this store's generation and writes marks.
+func (s *Store) apply(ctx context.Context, ups []ranking.Update, marks []Mark) (ranking.Result, error) {
+	res := ranking.Result{Status: make([]ranking.Status, len(ups)), Repeated: make([]bool, len(ups))}
+	if len(ups) == 0 && len(marks) == 0 {
+		return res, nil
+	}
+	calls, newTags, err := s.plan(ups)
+	if err != nil {
+		return res, err
+	}
+	pending := calls
+	for attempt := 0; len(pending) > 0 || marks != nil; attempt++ {
+		failed, err := s.exec(ctx, pending, newTags, marks, res.Status, res.Repeated)
+		newTags, marks = nil, nil
+		if err != nil {
+			return res, err
+		}
+		if len(failed) > 0 {
+			if attempt > 0 {
+				return res, fmt.Errorf("applying batch: script still missing after SCRIPT LOAD")
+			}
+			if err := applyScript.Load(ctx, s.rdb).Err(); err != nil {
+				return res, fmt.Errorf("loading apply script: %w", err)
+			}
+		}
+		pending = failed
+	}
+	s.knownMu.Lock()
+	for _, c := range calls {
+		for tag, g := range c.groups {
+			if k := g.st.b.Name + "\x00" + tag; s.known[k].IsZero() {
+				s.known[k] = time.Now()
+			}
+		}
+	}
+	s.knownMu.Unlock()
+	return res, nil
+}
+
+// exec runs calls in one pipeline and fills status. It returns the calls that
+// failed with NOSCRIPT (not executed; to be retried after loading the script).
+func (s *Store) exec(ctx context.Context, calls []*call, newTags map[string][]any, marks []Mark, status []ranking.Status, repeated []bool) ([]*call, error) {
+	pipe := s.rdb.Pipeline()
+	for board, tags := range newTags {
+		pipe.SAdd(ctx, s.dimsKey(board), tags...)
+	}
+	markCmds := s.writeMarks(ctx, pipe, marks)
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, c := range calls {
+		cmds[i] = applyScript.EvalSha(ctx, pipe, []string{s.dedupePrefix(c.slot)}, c.args(s)...)
+	}
+	_, _ = pipe.Exec(ctx) // every command's error is checked below
+	for _, c := range markCmds {
+		if err := c.Err(); err != nil {
+			return nil, fmt.Errorf("writing stream times: %w", err)
+		}
+	}
+	var failed []*call
+	for i, c := range calls {
+		out, err := cmds[i].Slice()
+		if isNoScript(err) {
+			failed = append(failed, c)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("applying batch: %w", err)
+		}
+		if len(out) != len(c.events) {
+			return nil, fmt.Errorf("applying batch: script returned %d events, want %d", len(out), len(c.events))
+		}
+		for e, o := range out {
+			codes, _ := o.(string)
+			idx := c.events[e]
+			if len(codes) != len(idx) {
+				return nil, fmt.Errorf("applying batch: script returned %q for %d updates", codes, len(idx))
+			}
+			for k, u := range idx {
+				switch c := codes[k]; c {
+				case '4', '5': // a duplicate repeating a rejection
+					status[u], repeated[u] = ranking.Status(c-'4')+ranking.StatusLate, true
+				default:
+					status[u] = ranking.Status(c - '0')
+				}
+			}
+		}
+	}
+	return failed, nil
+}
+
+func (s *Store) dedupePrefix(slot int) string {
+	if !s.cluster {
+		return s.prefix + ":d:"
+	}
+	return s.prefix + ":{" + SlotTag(slot) + "}:d:"
+}
+
+// plan splits updates into events, events into per-slot script calls of
+// bounded size, and collects dims tags not yet registered.
+func (s *Store) plan(ups []ranking.Update) ([]*call, map[string][]any, error) {
+	var calls []*call
+	open := map[int]*call{} // slot -> call being filled
+	newTags := map[string][]any{}
+	seenTag := map[string]bool{}
+	tags := make([]string, len(ups))
+	slots := make([]int, len(ups))
+	for i := range ups {
+		u := &ups[i]
+		st, err := s.board(u.Board)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(u.Dims) != len(st.b.Dims) {
+			return nil, nil, fmt.Errorf("board %q: %d dims values, want %d", u.Board, len(u.Dims), len(st.b.Dims))
+		}
+		if i > 0 && ups[i-1].Board == u.Board && sameDims(ups[i-1].Dims, u.Dims) {
+			tags[i], slots[i] = tags[i-1], slots[i-1]
+		} else {
+			tags[i] = Tag(u.Board, u.Dims)
+			if s.cluster {
+				slots[i] = Slot("{" + tags[i] + "}")
+			}
+		}
+		k := u.Board + "\x00" + tags[i]
+		if !seenTag[k] {
+			seenTag[k] = true
+			s.knownMu.Lock()
+			at := s.known[k]
+			if !at.IsZero() && time.Since(at) > reregister {
+				delete(s.known, k) // registered again below, in case PruneDims removed it meanwhile
+				at = time.Time{}
+			}
+			s.knownMu.Unlock()
+			if at.IsZero() {
+				newTags[u.Board] = append(newTags[u.Board], tags[i])
+			}
+		}
+	}
+	for start := 0; start < len(ups); {
+		end := start + 1
+		for end < len(ups) && ups[end].MsgID == ups[start].MsgID {
+			end++
+		}
+		// one event: ups[start:end], split by slot
+		var bySlot map[int][]int
+		for i := start; i < end; i++ {
+			if bySlot == nil {
+				bySlot = map[int][]int{}
+			}
+			bySlot[slots[i]] = append(bySlot[slots[i]], i)
+		}
+		for i := start; i < end; i++ {
+			idx, ok := bySlot[slots[i]]
+			if !ok {
+				continue
+			}
+			delete(bySlot, slots[i])
+			c := open[slots[i]]
+			if c == nil || c.nups+len(idx) > s.maxCall {
+				c = &call{slot: slots[i], groups: map[string]*callGroup{}}
+				open[slots[i]] = c
+				calls = append(calls, c)
+			}
+			c.addEvent(s, ups, tags, idx)
+		}
+		start = end
+	}
+	return calls, newTags, nil
+}
+
+func sameDims(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *call) addEvent(s *Store, ups []ranking.Update, tags []string, idx []int) {
+	c.events = append(c.events, idx)
+	c.nups += len(idx)
+	c.evArgs = append(c.evArgs, ups[idx[0]].MsgID, len(idx))
+	for _, i := range idx {
+		u := &ups[i]
+		g := c.groups[tags[i]]
+		if g == nil {
+			g = &callGroup{idx: len(c.gorder) + 1, tag: tags[i], st: s.boards[u.Board], pidx: map[int64]int{}}
+			c.groups[tags[i]] = g
+			c.gorder = append(c.gorder, g)
+		}
+		p := g.period(u.Time)
+		if g.st.late(p, u.StreamTime) {
+			// Judged here, from the update alone; the script still records
+			// the verdict with the event's dedupe key.
+			c.evArgs = append(c.evArgs, g.idx, -1, u.Member, u.Value, u.Time.UnixMilli(), "")
+			continue
+		}
+		pi, ok := g.pidx[p.Start.UnixMilli()]
+		if !ok {
+			g.periods = append(g.periods, p)
+			pi = len(g.periods)
+			g.pidx[p.Start.UnixMilli()] = pi
+		}
+		base := "" // the board has no base
+		switch {
+		case g.st.b.HasBase && u.HasBase:
+			base = strconv.FormatInt(u.Base, 10)
+		case g.st.b.HasBase:
+			base = "0"
+		}
+		// period indexes are fixed up in args() once the table is final
+		c.evArgs = append(c.evArgs, g.idx, pi, u.Member, u.Value, u.Time.UnixMilli(), base)
+	}
+}
+
+// args renders the call; rolling groups get a consecutive period table that
+// covers N-1 periods on each side of the periods used.
+func (c *call) args(s *Store) []any {
+	remap := make([][]int, len(c.gorder)) // group -> old index -> new index
+	args := make([]any, 0, 4+len(c.gorder)*20+len(c.evArgs))
+	args = append(args, s.prefix, s.dedupePrefix(c.slot), s.ttl.Milliseconds(), len(c.gorder))
+	for gi, g := range c.gorder {
+		st := g.st
+		b := st.b
+		table := g.periods
+		remap[gi] = make([]int, len(g.periods)+1)
+		if b.Window == ranking.WindowRolling && len(g.periods) > 0 {
+			table = rollingTable(st.cal, g.periods, b.Periods)
+			at := map[int64]int{}
+			for i, p := range table {
+				at[p.Start.UnixMilli()] = i + 1
+			}
+			for old, p := range g.periods {
+				remap[gi][old+1] = at[p.Start.UnixMilli()]
+			}
+		} else {
+			for i := range g.periods {
+				remap[gi][i+1] = i + 1
+			}
+		}
+		asc := 0
+		if b.Order == ranking.Asc {
+			asc = 1
+		}
+		args = append(args, g.tag, int(b.Window), int(b.Aggregate), st.tieMode, st.codec.TieBits, st.unitMs,
+			st.lo, st.hi, b.KeepTop, asc, st.graceMs, b.Periods, st.retMs, st.metaTTL, st.epochMs, st.fast, len(table))
+		for _, p := range table {
+			args = append(args, p.ID, p.Start.UnixMilli(), endMs(p))
+		}
+	}
+	args = append(args, len(c.events))
+	ev := c.evArgs
+	for i := 0; i < len(ev); {
+		args = append(args, ev[i], ev[i+1])
+		n := ev[i+1].(int)
+		i += 2
+		for k := 0; k < n; k++ {
+			gi, pi := ev[i].(int), ev[i+1].(int)
+			if pi > 0 {
+				pi = remap[gi-1][pi]
+			}
+			args = append(args, gi, pi, ev[i+2], ev[i+3], ev[i+4], ev[i+5])
+			i += 6
+		}
+	}
+	return args
+}
+
+// endMs caps far-future ends (total boards) to an exact double.
+func endMs(p ranking.Period) int64 {
+	const maxExact = 1 << 52
+	if e := p.End.UnixMilli(); e < maxExact {
+		return e
+	}
+	return maxExact
+}
+
+// rollingTable returns consecutive periods from N-1 before the first used
+// period to N-1 after the last one.
+func rollingTable(cal ranking.Calendar, used []ranking.Period, n int) []ranking.Period {
+	lo, hi := used[0], used[0]
+	for _, p := range used[1:] {
+		if p.Start.Before(lo.Start) {
+			lo = p
+		}
+		if p.Start.After(hi.Start) {
+			hi = p
+		}
+	}
+	for i := 1; i < n; i++ {
+		lo = cal.Prev(lo)
+	}
+	table := []ranking.Period{lo}
+	for p := lo; p.Start.Before(hi.Start); {
+		p = cal.Next(p)
+		table = append(table, p)
+	}
+	for i := 1; i < n; i++ {
+		table = append(table, cal.Next(table[len(table)-1]))
+	}
+	return table
+}

@@ -1,0 +1,454 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rankd/rankd/ranking"
+	"github.com/redis/go-redis/v9"
+)
+
+// Key generations.
+//
+// Every board's keys live in a generation: generation 0 under the store's
+// prefix, generation g > 0 under "<prefix>:g<g>". A hash, <prefix>:gens,
+// holds per board the active generation (the one every reader and writer
+// uses) and, while a replay rebuilds the board, the generation it builds.
+// While a board has a generation being built, Store.Apply writes every
+// update into both (statuses come from the active one; each generation has
+// its own dedupe keys), so the rebuilt generation misses nothing that live
+// traffic applied; the replay switches the board to it with one atomic
+// change of the hash, then deletes the old generation.
+//
+// A generation being built counts only while the replay that builds it
+// holds the replay lock (a field of the same hash with an expiry): a replay
+// that died stops the dual writes within the lock's TTL, and its partial
+// generation is deleted by the next replay.
+
+var gensScript = mustScript("gens.lua")
+
+// BoardGen is a board's generations: the active one and the one being built
+// (-1: none).
+type BoardGen struct {
+	Active, Building int
+}
+
+// ErrReplayLock is returned when the replay lock is held by another replay,
+// or was lost.
+var ErrReplayLock = errors.New("replay lock")
+
+// genRefresh is how long readers (the API, rollover) reuse the generations
+// they read; writers read them with every Apply.
+const genRefresh = time.Second
+
+func (s *Store) gensKey() string { return s.base + ":gens" }
+
+// genPrefix returns the key prefix of generation g.
+func genPrefix(base string, g int) string {
+	if g == 0 {
+		return base
+	}
+	return base + ":g" + strconv.Itoa(g)
+}
+
+// Generations reads every board's generations from Redis (boards never
+// replayed are absent: active 0, none building).
+func (s *Store) Generations(ctx context.Context) (map[string]BoardGen, error) {
+	out, err := s.gens(ctx, "read")
+	if err != nil {
+		return nil, fmt.Errorf("reading generations: %w", err)
+	}
+	flat, _ := out.([]any)
+	gs := make(map[string]BoardGen, len(flat)/3)
+	for i := 0; i+2 < len(flat); i += 3 {
+		b, _ := flat[i].(string)
+		a, _ := strconv.Atoi(fmt.Sprint(flat[i+1]))
+		bl, _ := strconv.Atoi(fmt.Sprint(flat[i+2]))
+		gs[b] = BoardGen{Active: a, Building: bl}
+	}
+	s.genMu.Lock()
+	s.genCache, s.genAt = gs, time.Now()
+	s.genMu.Unlock()
+	return gs, nil
+}
+
+func (s *Store) gens(ctx context.Context, args ...any) (any, error) {
+	keys := []string{s.gensKey()}
+	v, err := gensScript.EvalSha(ctx, s.rdb, keys, args...).Result()
+	if isNoScript(err) {
+		v, err = gensScript.Eval(ctx, s.rdb, keys, args...).Result()
+	}
+	return v, err
+}
+
+// cachedGen returns board's generations as read at most genRefresh ago.
+func (s *Store) cachedGen(ctx context.Context, board string) (BoardGen, error) {
+	s.genMu.Lock()
+	gs, at := s.genCache, s.genAt
+	s.genMu.Unlock()
+	if gs == nil || time.Since(at) > genRefresh {
+		var err error
+		if gs, err = s.Generations(ctx); err != nil {
+			return BoardGen{}, err
+		}
+	}
+	if g, ok := gs[board]; ok {
+		return g, nil
+	}
+	return BoardGen{Building: -1}, nil
+}
+
+// reader returns the store of board's active generation.
+func (s *Store) reader(ctx context.Context, board string) (*Store, error) {
+	if s.root != nil {
+		return s, nil
+	}
+	g, err := s.cachedGen(ctx, board)
+	if err != nil {
+		return nil, err
+	}
+	return s.view(g.Active), nil
+}
+
+// view returns the store of generation g (the root itself for 0).
+func (s *Store) view(g int) *Store {
+	if s.root != nil {
+		s = s.root
+	}
+	if g == 0 {
+		return s
+	}
+	s.viewMu.Lock()
+	defer s.viewMu.Unlock()
+	if v := s.views[g]; v != nil {
+		return v
+	}
+	v := &Store{
+		rdb: s.rdb, cluster: s.cluster, boards: s.boards, order: s.order, base: s.base,
+		prefix: genPrefix(s.base, g), root: s, ttl: s.ttl, now: s.now, log: s.log,
+		maxCall: s.maxCall, chunk: s.chunk, lockTTL: s.lockTTL, known: map[string]time.Time{}, rollWait: s.rollWait,
+	}
+	s.views[g] = v
+	return v
+}
+
+// Generation returns a store that reads and writes generation g only, for a
+// replay that builds it. Its Apply writes the marks it is given like the
+// root store (marks belong to the log, not to a generation; a partition's
+// latest mark never moves back).
+func (s *Store) Generation(g int) *Store { return s.view(g) }
+
+// applyGens is Apply on the root store: every update goes to its board's
+// active generation, and also to the generation being built if there is
+// one. Statuses are the active generation's.
+func (s *Store) applyGens(ctx context.Context, ups []ranking.Update, marks []Mark) (ranking.Result, error) {
+	gs, err := s.Generations(ctx)
+	if err != nil {
+		return ranking.Result{}, err
+	}
+	if len(gs) == 0 {
+		return s.apply(ctx, ups, marks)
+	}
+	res := ranking.Result{Status: make([]ranking.Status, len(ups)), Repeated: make([]bool, len(ups))}
+	active, building := map[int][]int{}, map[int][]int{}
+	var order, border []int
+	for i := range ups {
+		g, ok := gs[ups[i].Board]
+		if !ok {
+			g = BoardGen{Building: -1}
+		}
+		if _, seen := active[g.Active]; !seen {
+			order = append(order, g.Active)
+		}
+		active[g.Active] = append(active[g.Active], i)
+		if g.Building >= 0 {
+			if _, seen := building[g.Building]; !seen {
+				border = append(border, g.Building)
+			}
+			building[g.Building] = append(building[g.Building], i)
+		}
+	}
+	if len(order) == 0 {
+		return s.apply(ctx, nil, marks)
+	}
+	for n, g := range order {
+		idx := active[g]
+		m := marks
+		if n > 0 {
+			m = nil
+		}
+		r, err := s.view(g).apply(ctx, pick(ups, idx), m)
+		if err != nil {
+			return res, err
+		}
+		for k, i := range idx {
+			res.Status[i], res.Repeated[i] = r.Status[k], r.Repeated[k]
+		}
+	}
+	for _, g := range border {
+		if _, err := s.view(g).apply(ctx, pick(ups, building[g]), nil); err != nil {
+			return res, fmt.Errorf("generation %d being built: %w", g, err)
+		}
+	}
+	return res, nil
+}
+
+func pick(ups []ranking.Update, idx []int) []ranking.Update {
+	out := make([]ranking.Update, len(idx))
+	for k, i := range idx {
+		out[k] = ups[i]
+	}
+	return out
+}
+
+// LockReplay takes or renews the replay lock for token, for ttl. It
+// returns an ErrReplayLock error naming the holder when another replay
+// holds it.
+func (s *Store) LockReplay(ctx context.Context, token string, ttl time.Duration) error {
+	v, err := s.gens(ctx, "lock", token, ttl.Milliseconds())
+	if err != nil {
+		return fmt.Errorf("taking the replay lock: %w", err)
+	}
+	if n, ok := v.(int64); ok && n == 1 {
+		return nil
+	}
+	holder, _ := v.(string)
+	tok, exp, _ := strings.Cut(holder, "|")
+	ms, _ := strconv.ParseInt(exp, 10, 64)
+	return fmt.Errorf("%w: another replay (token %s) holds it until %s", ErrReplayLock, tok,
+		time.UnixMilli(ms).UTC().Format(time.RFC3339))
+}
+
+// UnlockReplay releases the replay lock if token holds it.
+func (s *Store) UnlockReplay(ctx context.Context, token string) error {
+	_, err := s.gens(ctx, "unlock", token)
+	return err
+}
+
+// BeginBuild hands out a new generation and marks it as being built for
+// boards; from the next Apply on, live writes go to it too. The replay lock
+// must be held by token. stale maps each board whose previous build never
+// switched (a replay that died) to that generation, for the caller to drop.
+func (s *Store) BeginBuild(ctx context.Context, token string, boards []string) (g int, stale map[string]int, err error) {
+	if err := s.knownBoards(boards); err != nil {
+		return 0, nil, err
+	}
+	args := []any{"build", token}
+	for _, b := range boards {
+		args = append(args, b)
+	}
+	v, err := s.gens(ctx, args...)
+	if err != nil {
+		return 0, nil, lockErr("starting a generation", err)
+	}
+	out, _ := v.([]any)
+	if len(out) == 0 {
+		return 0, nil, fmt.Errorf("starting a generation: unexpected reply %v", v)
+	}
+	n, _ := out[0].(int64)
+	stale = map[string]int{}
+	for i := 1; i+1 < len(out); i += 2 {
+		b, _ := out[i].(string)
+		old, _ := strconv.Atoi(fmt.Sprint(out[i+1]))
+		if old >= 0 {
+			stale[b] = old
+		}
+	}
+	_, _ = s.Generations(ctx) // refreshes the cache only
+	return int(n), stale, nil
+}
+
+// DimsCount returns how many dims values a board has seen in this store's
+// generation (1 for a board without dims that has data).
+func (s *Store) DimsCount(ctx context.Context, board string) (int64, error) {
+	if _, err := s.board(board); err != nil {
+		return 0, err
+	}
+	return s.rdb.SCard(ctx, s.dimsKey(board)).Result()
+}
+
+// Switch makes generation g active for boards (those still building g),
+// in one atomic change. The replay lock must be held by token.
+func (s *Store) Switch(ctx context.Context, token string, g int, boards []string) error {
+	args := []any{"switch", token, strconv.Itoa(g)}
+	for _, b := range boards {
+		args = append(args, b)
+	}
+	if _, err := s.gens(ctx, args...); err != nil {
+		return lockErr("switching generations", err)
+	}
+	_, err := s.Generations(ctx)
+	return err
+}
+
+// PendingDrops returns, per board, the generations left to delete: the
+// old active generation of every switch and the builds of replays that
+// died, until MarkDropped.
+func (s *Store) PendingDrops(ctx context.Context) (map[string][]int, error) {
+	v, err := s.gens(ctx, "pending")
+	if err != nil {
+		return nil, fmt.Errorf("reading generations to delete: %w", err)
+	}
+	flat, _ := v.([]any)
+	out := map[string][]int{}
+	for i := 0; i+1 < len(flat); i += 2 {
+		b, _ := flat[i].(string)
+		list, _ := flat[i+1].(string)
+		for _, g := range strings.Split(list, ",") {
+			if n, err := strconv.Atoi(g); err == nil && !slices.Contains(out[b], n) {
+				out[b] = append(out[b], n)
+			}
+		}
+	}
+	return out, nil
+}
+
+// MarkDropped records that generation g of board is deleted. The replay
+// lock must be held by token.
+func (s *Store) MarkDropped(ctx context.Context, token, board string, g int) error {
+	if _, err := s.gens(ctx, "dropped", token, board, strconv.Itoa(g)); err != nil {
+		return lockErr("recording a deleted generation", err)
+	}
+	return nil
+}
+
+func lockErr(what string, err error) error {
+	if redis.HasErrorPrefix(err, "REPLAYLOCK") {
+		return fmt.Errorf("%s: %w: %v", what, ErrReplayLock, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func (s *Store) knownBoards(boards []string) error {
+	for _, b := range boards {
+		if _, err := s.board(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DropGeneration deletes every key of boards in generation g (their sorted
+// sets, hashes, meta and dims registry; dedupe keys are shared by the
+// generation's boards and expire on their own). It makes one SCAN pass over
+// the generation's board keys (on a cluster, over every master) and
+// UNLINKs in chunks of chunk keys, so no call blocks Redis for long (UNLINK
+// frees large values in the background). It returns the number of keys
+// deleted.
+func (s *Store) DropGeneration(ctx context.Context, g int, boards []string, chunk int) (int, error) {
+	if chunk <= 0 {
+		chunk = 200
+	}
+	if err := s.knownBoards(boards); err != nil {
+		return 0, err
+	}
+	v := s.view(g)
+	drop := map[string]bool{}
+	var dims []string
+	for _, b := range boards {
+		drop[b] = true
+		dims = append(dims, v.dimsKey(b))
+	}
+	pattern := globEscape(v.prefix) + ":{*"
+	mine := func(key string) bool {
+		rest := key[len(v.prefix)+2:] // after "<prefix>:{"
+		end := strings.IndexByte(rest, '}')
+		if end < 0 {
+			return false
+		}
+		board, _, err := ParseTag(rest[:end])
+		return err == nil && drop[board]
+	}
+	scan := func(ctx context.Context, c redis.Cmdable) (int, error) {
+		deleted := 0
+		var cursor uint64
+		var batch []string
+		for {
+			keys, next, err := c.Scan(ctx, cursor, pattern, 1000).Result()
+			if err != nil {
+				return deleted, err
+			}
+			for _, k := range keys {
+				if mine(k) {
+					batch = append(batch, k)
+				}
+			}
+			for len(batch) >= chunk || (next == 0 && len(batch) > 0) {
+				n := min(chunk, len(batch))
+				d, err := v.unlinkKeys(ctx, batch[:n])
+				deleted += d
+				if err != nil {
+					return deleted, err
+				}
+				batch = batch[n:]
+			}
+			if cursor = next; cursor == 0 {
+				return deleted, nil
+			}
+		}
+	}
+	var total int
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		var mu sync.Mutex
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			n, err := scan(ctx, c)
+			mu.Lock()
+			total += n
+			mu.Unlock()
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+	} else {
+		n, err := scan(ctx, s.rdb)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	n, err := v.unlinkKeys(ctx, dims)
+	return total + n, err
+}
+
+// unlinkKeys unlinks keys one command each (keys of a cluster live in
+// different slots), in one pipeline.
+func (s *Store) unlinkKeys(ctx context.Context, keys []string) (int, error) {
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.Unlink(ctx, k)
+	}
+	_, _ = pipe.Exec(ctx)
+	n := 0
+	for _, c := range cmds {
+		d, err := c.Result()
+		if err != nil {
+			return n, fmt.Errorf("deleting keys: %w", err)
+		}
+		n += int(d)
+	}
+	return n, nil
+}
+
+// globEscape escapes the glob metacharacters of SCAN MATCH.
+func globEscape(s string) string {
+	var sb strings.Builder
+	for _, c := range []byte(s) {
+		switch c {
+		case '*', '?', '[', ']', '\\':
+			sb.WriteByte('\\')
+		}
+		sb.WriteByte(c)
+	}
+	return sb.String()
+}

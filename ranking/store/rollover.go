@@ -1,0 +1,250 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/rankd/rankd/ranking"
+	"github.com/redis/go-redis/v9"
+)
+
+var unlockScript = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+// ErrRolloverBusy is returned when another process holds a board's rollover
+// lock for longer than the store waits.
+var ErrRolloverBusy = errors.New("rollover in progress elsewhere")
+
+// Rollover prefills the rolling boards of every dims of board up to and
+// including the period containing at (run it ahead of a boundary with at in
+// the next period). Each member is carried by one atomic chunk script; chunks
+// hold at most WithRolloverChunk members so no call blocks Redis for long.
+// It is idempotent and resumable, and safe to call from several processes:
+// a Redis lock with TTL (fenced by token inside every chunk) lets one do the
+// work; the others skip that board+dims. Non-rolling boards are a no-op.
+//
+// The store New returns rolls the board's active generation and the
+// one a replay builds, if any.
+func (s *Store) Rollover(ctx context.Context, board string, at time.Time) error {
+	if s.root != nil {
+		return s.rollover(ctx, board, at)
+	}
+	g, err := s.cachedGen(ctx, board)
+	if err != nil {
+		return err
+	}
+	if err := s.view(g.Active).rollover(ctx, board, at); err != nil {
+		return err
+	}
+	if g.Building >= 0 {
+		return s.view(g.Building).rollover(ctx, board, at)
+	}
+	return nil
+}
+
+func (s *Store) rollover(ctx context.Context, board string, at time.Time) error {
+	st, err := s.board(board)
+	if err != nil {
+		return err
+	}
+	if st.b.Window != ranking.WindowRolling {
+		return nil
+	}
+	target := st.cal.At(at)
+	var cursor uint64
+	for {
+		tags, next, err := s.rdb.SScan(ctx, s.dimsKey(board), cursor, "", 1000).Result()
+		if err != nil {
+			return fmt.Errorf("listing dims of %q: %w", board, err)
+		}
+		for _, tag := range tags {
+			if _, err := s.rollTag(ctx, st, tag, target); err != nil {
+				return fmt.Errorf("rolling %s over to %s: %w", tag, target.ID, err)
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
+}
+
+// rollState is a stream's rollover bookkeeping read from its meta hash.
+type rollState struct {
+	head, rolled, st int64
+	has              bool
+	rollK            string
+	cursor           uint64
+}
+
+func (s *Store) readRoll(ctx context.Context, tag string) (rollState, error) {
+	v, err := s.rdb.HMGet(ctx, s.metaKey(tag), "head", "rolled", "st", "roll_k", "roll_cursor").Result()
+	if err != nil {
+		return rollState{}, err
+	}
+	var r rollState
+	num := func(x any) int64 {
+		str, _ := x.(string)
+		f, _ := strconv.ParseFloat(str, 64)
+		return int64(f)
+	}
+	if v[0] == nil || v[1] == nil {
+		return r, nil
+	}
+	r.has = true
+	r.head, r.rolled, r.st = num(v[0]), num(v[1]), num(v[2])
+	r.rollK, _ = v[3].(string)
+	r.cursor = uint64(num(v[4]))
+	return r, nil
+}
+
+// rollTag brings S(k) of one board+dims up to target. It reports false when
+// another process holds the lock.
+func (s *Store) rollTag(ctx context.Context, st *boardState, tag string, target ranking.Period) (bool, error) {
+	r, err := s.readRoll(ctx, tag)
+	if err != nil || !r.has || r.rolled >= target.Start.UnixMilli() {
+		return true, err
+	}
+	lock := Key(s.prefix, tag, "lock", "roll")
+	token := newToken()
+	ok, err := s.rdb.SetNX(ctx, lock, token, s.lockTTL).Result()
+	if err != nil || !ok {
+		return false, err
+	}
+	defer unlockScript.Run(context.WithoutCancel(ctx), s.rdb, []string{lock}, token)
+	r, err = s.readRoll(ctx, tag) // re-read under the lock
+	if err != nil {
+		return false, err
+	}
+	cal, n := st.cal, st.b.Periods
+	for k := cal.Next(cal.At(time.UnixMilli(r.rolled))); !k.Start.After(target.Start); k = cal.Next(k) {
+		cursor := uint64(0)
+		if r.rollK == k.ID {
+			cursor = r.cursor
+		}
+		if err := s.rollPeriod(ctx, st, tag, lock, token, k, n, cursor, r.st); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+func (s *Store) rollPeriod(ctx context.Context, st *boardState, tag, lock, token string, k ranking.Period, n int, cursor uint64, streamMs int64) error {
+	cal := st.cal
+	prev := cal.Prev(k)
+	old := k
+	for i := 0; i < n; i++ {
+		old = cal.Prev(old) // P(k-N)
+	}
+	first := cal.Next(old) // start of S(k)'s window
+	mids := []string{}
+	for p := first; p.Start.Before(k.Start); p = cal.Next(p) {
+		mids = append(mids, Key(s.prefix, tag, "p", p.ID))
+	}
+	sPrev := Key(s.prefix, tag, "r", prev.ID)
+	ttl := int64(0)
+	if st.retMs > 0 {
+		ttl = max(endMs(k)+st.retMs-max(streamMs, k.Start.UnixMilli()), st.graceMs, 1000)
+	}
+	unit := st.unitMs
+	head := []any{lock, token, s.lockTTL.Milliseconds(), 0, 0, k.Start.UnixMilli(), k.ID, 0,
+		sPrev, Key(s.prefix, tag, "r", k.ID), Key(s.prefix, tag, "p", old.ID), Key(s.prefix, tag, "p", k.ID),
+		ttl, st.tieMode, st.codec.TieBits, floorDiv(old.Start.UnixMilli(), unit),
+		floorDiv(first.Start.UnixMilli(), unit), floorDiv(k.Start.UnixMilli(), unit), len(mids)}
+	for _, m := range mids {
+		head = append(head, m)
+	}
+	run := func(raise, done int, cur uint64, members []string) error {
+		args := append([]any(nil), head...)
+		args[3], args[4], args[7] = raise, done, strconv.FormatUint(cur, 10)
+		for _, m := range members {
+			args = append(args, m)
+		}
+		keys := []string{s.metaKey(tag)}
+		err := rolloverScript.EvalSha(ctx, s.rdb, keys, args...).Err()
+		if isNoScript(err) {
+			err = rolloverScript.Eval(ctx, s.rdb, keys, args...).Err()
+		}
+		return err
+	}
+	// Raise head first: from now on every event of period k-1 also maintains
+	// S(k), so members that appear in S(k-1) during the scan are covered.
+	if err := run(1, 0, cursor, nil); err != nil {
+		return err
+	}
+	for {
+		kv, next, err := s.rdb.ZScan(ctx, sPrev, cursor, "", int64(s.chunk)).Result()
+		if err != nil {
+			return err
+		}
+		members := make([]string, 0, len(kv)/2)
+		for i := 0; i < len(kv); i += 2 {
+			members = append(members, kv[i])
+		}
+		done := 0
+		if next == 0 {
+			done = 1
+		}
+		for len(members) > s.chunk { // ZSCAN COUNT is only a hint
+			if err := run(0, 0, cursor, members[:s.chunk]); err != nil {
+				return err
+			}
+			members = members[s.chunk:]
+		}
+		if err := run(0, done, next, members); err != nil {
+			return err
+		}
+		if next == 0 {
+			return nil
+		}
+		cursor = next
+	}
+}
+
+// ensureRolled makes S(k) complete before it is read: it rolls over itself or
+// waits for the process holding the lock.
+func (s *Store) ensureRolled(ctx context.Context, st *boardState, tag string, k ranking.Period) error {
+	deadline := time.Now().Add(s.rollWait)
+	for {
+		done, err := s.rollTag(ctx, st, tag, k)
+		if err != nil || done {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return ErrRolloverBusy
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// prefilled reports whether S(k) of a board+dims is complete without a
+// prefill: the prefill of k has run, or the stream has no rollover state
+// (no data). It writes nothing.
+func (s *Store) prefilled(ctx context.Context, tag string, k ranking.Period) (bool, error) {
+	r, err := s.readRoll(ctx, tag)
+	if err != nil {
+		return false, fmt.Errorf("reading the rollover state of %s: %w", tag, err)
+	}
+	return !r.has || r.rolled >= k.Start.UnixMilli(), nil
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
+func newToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,232 @@
+package store
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/rankd/rankd/ranking"
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed lua/*.lua
+var luaFS embed.FS
+
+func mustScript(name string) *redis.Script {
+	src, err := luaFS.ReadFile("lua/" + name)
+	if err != nil {
+		panic(err)
+	}
+	return redis.NewScript(string(src))
+}
+
+var (
+	applyScript    = mustScript("apply.lua")
+	rolloverScript = mustScript("rollover.lua")
+)
+
+// Store applies updates to Redis sorted sets and answers queries. It is safe
+// for concurrent use. On a *redis.ClusterClient it groups work per hash slot;
+// on any other client one script call may cover many boards.
+type Store struct {
+	rdb      redis.UniversalClient
+	cluster  bool
+	boards   map[string]*boardState
+	order    []string
+	prefix   string
+	ttl      time.Duration
+	now      func() time.Time
+	log      *slog.Logger
+	maxCall  int // updates per script call
+	chunk    int // members per rollover chunk
+	lockTTL  time.Duration
+	knownMu  sync.Mutex
+	known    map[string]time.Time // dims tags registered in Redis, and when
+	rollWait time.Duration
+
+	// Generations (store_gen.go): prefix is the key prefix of this store's
+	// generation; base is the configured prefix (gens, marks). A
+	// generation's store is a view of the root store, which follows the
+	// active generations.
+	base     string
+	root     *Store // nil on the root
+	viewMu   sync.Mutex
+	views    map[int]*Store
+	genMu    sync.Mutex
+	genCache map[string]BoardGen
+	genAt    time.Time
+
+	// Finality (store_marks.go).
+	boardTopics map[string][]string
+	idle        time.Duration
+	markMu      sync.Mutex
+	markCache   []PartitionMark
+	markAt      time.Time
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithPrefix sets the key prefix (default "rankd").
+func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
+
+// WithDedupeTTL sets how long message IDs are remembered (default 24h).
+func WithDedupeTTL(d time.Duration) Option { return func(s *Store) { s.ttl = d } }
+
+// WithClock sets the wall clock used to resolve "current" periods in queries.
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
+
+// WithCallSize bounds the updates carried by one script call (default 500),
+// which bounds how long one call blocks Redis.
+func WithCallSize(n int) Option { return func(s *Store) { s.maxCall = n } }
+
+// WithRolloverChunk sets the members carried per rollover script call
+// (default 250, about 1 ms of Redis time).
+func WithRolloverChunk(n int) Option { return func(s *Store) { s.chunk = n } }
+
+// boardState is a board plus everything derived from it once.
+type boardState struct {
+	b       *ranking.Board
+	cal     ranking.Calendar
+	codec   ranking.Codec
+	tieMode int   // 0 none, 1 part = tie, 2 part = max - tie
+	lo, hi  int64 // accepted value range (per period for rolling boards)
+	retMs   int64 // TTL of period keys after the period ends (0 = keep)
+	metaTTL int64
+	epochMs int64
+	graceMs int64
+	unitMs  int64
+	fast    int // 1: plain sum board (no tie, keep_top or base): the script increments without reading
+}
+
+func newBoardState(b *ranking.Board) (*boardState, error) {
+	c, err := ranking.NewCodec(b)
+	if err != nil {
+		return nil, err
+	}
+	st := &boardState{b: b, cal: b.Calendar(), codec: c, graceMs: b.Grace.Milliseconds()}
+	st.unitMs = c.TieUnit.Milliseconds()
+	if st.unitMs <= 0 {
+		st.unitMs = 1000
+	}
+	if b.Tiebreak != ranking.TieNone {
+		if (b.Tiebreak == ranking.TieFirst) == (b.Order == ranking.Asc) {
+			st.tieMode = 1
+		} else {
+			st.tieMode = 2
+		}
+	}
+	if b.Aggregate == ranking.AggSum && st.tieMode == 0 && b.KeepTop == 0 && !b.HasBase {
+		st.fast = 1
+	}
+	st.hi = c.MaxValue()
+	st.lo = -st.hi
+	if len(b.Sort) > 0 {
+		st.lo = 0
+	}
+	epoch := b.TieEpoch
+	if epoch.IsZero() {
+		epoch = ranking.DefaultTieEpoch()
+	}
+	st.epochMs = epoch.UnixMilli()
+	switch b.Window {
+	case ranking.WindowPeriodic:
+		ret := b.Retention
+		if ret <= 0 {
+			ret = b.DefaultRetention()
+		}
+		st.retMs = max(ret, b.Grace).Milliseconds()
+	case ranking.WindowRolling:
+		if b.Aggregate != ranking.AggSum {
+			return nil, fmt.Errorf("board %q: rolling boards need aggregate sum", b.Name)
+		}
+		if b.KeepTop > 0 || b.HasBase {
+			return nil, fmt.Errorf("board %q: rolling boards cannot have keep_top or base", b.Name)
+		}
+		if b.Periods < 1 {
+			return nil, fmt.Errorf("board %q: rolling boards need periods >= 1", b.Name)
+		}
+		st.hi /= int64(b.Periods)
+		st.lo = -st.hi
+		st.retMs = max(b.Retention, b.DefaultRetention()).Milliseconds()
+	}
+	if st.retMs > 0 {
+		st.metaTTL = 2*st.retMs + b.Every.MaxLength().Milliseconds()
+	}
+	return st, nil
+}
+
+// New returns a Store for the given boards.
+func New(rdb redis.UniversalClient, boards []*ranking.Board, opts ...Option) (*Store, error) {
+	s := &Store{
+		rdb: rdb, boards: map[string]*boardState{}, prefix: "rankd", ttl: 24 * time.Hour,
+		now: time.Now, log: slog.Default(), maxCall: 500, chunk: 250, lockTTL: 30 * time.Second,
+		known: map[string]time.Time{}, rollWait: 30 * time.Second, idle: DefaultIdleTimeout,
+	}
+	_, s.cluster = rdb.(*redis.ClusterClient)
+	for _, o := range opts {
+		o(s)
+	}
+	if err := ValidatePrefix(s.prefix); err != nil {
+		return nil, err
+	}
+	s.base, s.views = s.prefix, map[int]*Store{}
+	for _, b := range boards {
+		if _, dup := s.boards[b.Name]; dup {
+			return nil, fmt.Errorf("board %q declared twice", b.Name)
+		}
+		st, err := newBoardState(b)
+		if err != nil {
+			return nil, err
+		}
+		s.boards[b.Name] = st
+		s.order = append(s.order, b.Name)
+	}
+	return s, nil
+}
+
+// Boards returns the store's boards in declaration order.
+func (s *Store) Boards() []*ranking.Board {
+	out := make([]*ranking.Board, len(s.order))
+	for i, n := range s.order {
+		out[i] = s.boards[n].b
+	}
+	return out
+}
+
+// Codec returns the score codec of a board.
+func (s *Store) Codec(board string) (ranking.Codec, bool) {
+	st, ok := s.boards[board]
+	if !ok {
+		return ranking.Codec{}, false
+	}
+	return st.codec, true
+}
+
+// ErrUnknownBoard is returned for a board name the store does not know.
+var ErrUnknownBoard = errors.New("unknown board")
+
+func (s *Store) board(name string) (*boardState, error) {
+	st, ok := s.boards[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownBoard, name)
+	}
+	return st, nil
+}
+
+func (s *Store) dimsKey(board string) string { return s.prefix + ":dims:" + board }
+
+func (s *Store) metaKey(tag string) string { return Key(s.prefix, tag, "meta", "") }
+
+// Ping checks that Redis answers.
+func (s *Store) Ping(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }
+
+// isNoScript reports a NOSCRIPT reply.
+func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
