@@ -131,16 +131,24 @@ func enum[T any](l *loader, dst *T, names []string, vals []T) field {
 	}
 }
 
+// named decodes one of vals by its String name.
+func named[T fmt.Stringer](l *loader, dst *T, vals []T) field {
+	names := make([]string, len(vals))
+	for i, v := range vals {
+		names[i] = v.String()
+	}
+	return enum(l, dst, names, vals)
+}
+
 var weekdays = []string{"sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"}
 
 // board decodes one board over the per-board defaults.
 func (l *loader) board(n *yaml.Node, path string) *ranking.Board {
 	b := boardDefaults()
 	l.mapping(n, path, map[string]field{
-		"name":  l.str(&b.Name),
-		"title": l.str(&b.Title),
-		"window": enum(l, &b.Window, []string{"total", "periodic", "rolling"},
-			[]ranking.Window{ranking.WindowTotal, ranking.WindowPeriodic, ranking.WindowRolling}),
+		"name":   l.str(&b.Name),
+		"title":  l.str(&b.Title),
+		"window": named(l, &b.Window, ranking.Windows()),
 		"every": func(n *yaml.Node, p string) {
 			if s, ok := l.scalar(n, p); ok {
 				u, err := ranking.ParseUnit(s)
@@ -165,11 +173,10 @@ func (l *loader) board(n *yaml.Node, path string) *ranking.Board {
 		},
 		"week_start": enum(l, &b.WeekStart, weekdays,
 			[]time.Weekday{time.Sunday, time.Monday, time.Tuesday, time.Wednesday, time.Thursday, time.Friday, time.Saturday}),
-		"dims": l.strs(&b.Dims),
-		"aggregate": enum(l, &b.Aggregate, []string{"sum", "max", "min", "last"},
-			[]ranking.Aggregate{ranking.AggSum, ranking.AggMax, ranking.AggMin, ranking.AggLast}),
-		"order":       enum(l, &b.Order, []string{"desc", "asc"}, []ranking.Order{ranking.Desc, ranking.Asc}),
-		"tiebreak":    enum(l, &b.Tiebreak, []string{"none", "first", "last"}, []ranking.Tiebreak{ranking.TieNone, ranking.TieFirst, ranking.TieLast}),
+		"dims":        l.strs(&b.Dims),
+		"aggregate":   named(l, &b.Aggregate, ranking.Aggregates()),
+		"order":       named(l, &b.Order, ranking.Orders()),
+		"tiebreak":    named(l, &b.Tiebreak, ranking.Tiebreaks()),
 		"tie_unit":    enum(l, &b.TieUnit, []string{"1ms", "1s", "1m"}, []time.Duration{time.Millisecond, time.Second, time.Minute}),
 		"tie_epoch":   l.instant(&b.TieEpoch),
 		"tie_horizon": l.duration(&b.TieHorizon),
@@ -178,7 +185,7 @@ func (l *loader) board(n *yaml.Node, path string) *ranking.Board {
 				f := ranking.SortField{Order: ranking.Desc}
 				l.mapping(v, p, map[string]field{
 					"field": l.str(&f.Name),
-					"order": enum(l, &f.Order, []string{"desc", "asc"}, []ranking.Order{ranking.Desc, ranking.Asc}),
+					"order": named(l, &f.Order, ranking.Orders()),
 					"bits":  l.integer(&f.Bits),
 				})
 				b.Sort = append(b.Sort, f)

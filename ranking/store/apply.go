@@ -15,9 +15,10 @@ type call struct {
 	slot   int
 	groups map[string]*callGroup // by tag
 	gorder []*callGroup
-	events [][]int // per event: indexes of its updates in the Apply input
+	events [][]int      // per event: indexes of its updates in the Apply input
+	ids    []string     // per event: its message ID
+	ups    []updateArgs // the events' updates, in order
 	nups   int
-	evArgs []any
 }
 
 // callGroup is one stream (board+dims) inside a call.
@@ -135,11 +136,8 @@ func (s *Store) exec(ctx context.Context, calls []*call, newTags map[string][]an
 				return nil, fmt.Errorf("applying batch: script returned %q for %d updates", codes, len(idx))
 			}
 			for k, u := range idx {
-				switch c := codes[k]; c {
-				case '4', '5': // a duplicate repeating a rejection
-					status[u], repeated[u] = ranking.Status(c-'4')+ranking.StatusLate, true
-				default:
-					status[u] = ranking.Status(c - '0')
+				if status[u], repeated[u], err = luaStatus(codes[k]).status(); err != nil {
+					return nil, fmt.Errorf("applying batch: %w", err)
 				}
 			}
 		}
@@ -242,7 +240,7 @@ func sameDims(a, b []string) bool {
 func (c *call) addEvent(s *Store, ups []ranking.Update, tags []string, idx []int) {
 	c.events = append(c.events, idx)
 	c.nups += len(idx)
-	c.evArgs = append(c.evArgs, ups[idx[0]].MsgID, len(idx))
+	c.ids = append(c.ids, ups[idx[0]].MsgID)
 	for _, i := range idx {
 		u := &ups[i]
 		g := c.groups[tags[i]]
@@ -255,7 +253,7 @@ func (c *call) addEvent(s *Store, ups []ranking.Update, tags []string, idx []int
 		if g.st.late(p, u.StreamTime) {
 			// Judged here, from the update alone; the script still records
 			// the verdict with the event's dedupe key.
-			c.evArgs = append(c.evArgs, g.idx, -1, u.Member, u.Value, u.Time.UnixMilli(), "")
+			c.ups = append(c.ups, updateArgs{group: g.idx, period: luaLatePeriod, member: u.Member, value: u.Value, timeMs: u.Time.UnixMilli()})
 			continue
 		}
 		pi, ok := g.pidx[p.Start.UnixMilli()]
@@ -272,7 +270,7 @@ func (c *call) addEvent(s *Store, ups []ranking.Update, tags []string, idx []int
 			base = "0"
 		}
 		// period indexes are fixed up in args() once the table is final
-		c.evArgs = append(c.evArgs, g.idx, pi, u.Member, u.Value, u.Time.UnixMilli(), base)
+		c.ups = append(c.ups, updateArgs{group: g.idx, period: pi, member: u.Member, value: u.Value, timeMs: u.Time.UnixMilli(), base: base})
 	}
 }
 
@@ -280,7 +278,7 @@ func (c *call) addEvent(s *Store, ups []ranking.Update, tags []string, idx []int
 // covers N-1 periods on each side of the periods used.
 func (c *call) args(s *Store) []any {
 	remap := make([][]int, len(c.gorder)) // group -> old index -> new index
-	args := make([]any, 0, 4+len(c.gorder)*20+len(c.evArgs))
+	args := make([]any, 0, 4+len(c.gorder)*20+2*len(c.ids)+len(updateFields)*len(c.ups))
 	args = append(args, s.prefix, s.dedupePrefix(c.slot), s.ttl.Milliseconds(), len(c.gorder))
 	for gi, g := range c.gorder {
 		st := g.st
@@ -301,30 +299,27 @@ func (c *call) args(s *Store) []any {
 				remap[gi][i+1] = i + 1
 			}
 		}
-		asc := 0
-		if b.Order == ranking.Asc {
-			asc = 1
-		}
-		args = append(args, g.tag, int(b.Window), int(b.Aggregate), st.tieMode, st.codec.TieBits, st.unitMs,
-			st.lo, st.hi, b.KeepTop, asc, st.graceMs, b.Periods, st.retMs, st.metaTTL, st.epochMs, st.fast, len(table))
+		ga := groupArgs{tag: g.tag, window: luaWindowOf(b.Window), agg: luaAggOf(b.Aggregate), tie: st.tieMode,
+			tieBits: st.codec.TieBits, tieUnitMs: st.unitMs, lo: st.lo, hi: st.hi, keepTop: b.KeepTop,
+			asc: b.Order == ranking.Asc, graceMs: st.graceMs, periods: b.Periods, retentionMs: st.retMs,
+			metaTTLMs: st.metaTTL, tieEpochMs: st.epochMs, fast: st.fast}
+		args = append(ga.add(args), len(table))
 		for _, p := range table {
 			args = append(args, p.ID, p.Start.UnixMilli(), endMs(p))
 		}
 	}
 	args = append(args, len(c.events))
-	ev := c.evArgs
-	for i := 0; i < len(ev); {
-		args = append(args, ev[i], ev[i+1])
-		n := ev[i+1].(int)
-		i += 2
-		for k := 0; k < n; k++ {
-			gi, pi := ev[i].(int), ev[i+1].(int)
-			if pi > 0 {
-				pi = remap[gi-1][pi]
+	next := 0
+	for e, id := range c.ids {
+		n := len(c.events[e])
+		args = append(args, id, n)
+		for _, u := range c.ups[next : next+n] {
+			if u.period > 0 {
+				u.period = remap[u.group-1][u.period]
 			}
-			args = append(args, gi, pi, ev[i+2], ev[i+3], ev[i+4], ev[i+5])
-			i += 6
+			args = u.add(args)
 		}
+		next += n
 	}
 	return args
 }

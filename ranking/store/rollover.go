@@ -10,10 +10,9 @@ import (
 	"time"
 
 	"github.com/rankd/rankd/ranking"
-	"github.com/redis/go-redis/v9"
 )
 
-var unlockScript = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+var unlockScript = mustScript("unlock.lua")
 
 // ErrRolloverBusy is returned when another process holds a board's rollover
 // lock for longer than the store waits.
@@ -150,16 +149,14 @@ func (s *Store) rollPeriod(ctx context.Context, st *boardState, tag, lock, token
 		ttl = max(endMs(k)+st.retMs-max(streamMs, k.Start.UnixMilli()), st.graceMs, 1000)
 	}
 	unit := st.unitMs
-	head := []any{lock, token, s.lockTTL.Milliseconds(), 0, 0, k.Start.UnixMilli(), k.ID, 0,
-		sPrev, Key(s.prefix, tag, "r", k.ID), Key(s.prefix, tag, "p", old.ID), Key(s.prefix, tag, "p", k.ID),
-		ttl, st.tieMode, st.codec.TieBits, floorDiv(old.Start.UnixMilli(), unit),
-		floorDiv(first.Start.UnixMilli(), unit), floorDiv(k.Start.UnixMilli(), unit), len(mids)}
-	for _, m := range mids {
-		head = append(head, m)
-	}
-	run := func(raise, done int, cur uint64, members []string) error {
-		args := append([]any(nil), head...)
-		args[3], args[4], args[7] = raise, done, strconv.FormatUint(cur, 10)
+	ra := rolloverArgs{lockKey: lock, token: token, lockTTLMs: s.lockTTL.Milliseconds(),
+		kStartMs: k.Start.UnixMilli(), kID: k.ID,
+		sPrev: sPrev, sK: Key(s.prefix, tag, "r", k.ID), pOld: Key(s.prefix, tag, "p", old.ID), pNew: Key(s.prefix, tag, "p", k.ID),
+		sTTLMs: ttl, tie: st.tieMode, tieBits: st.codec.TieBits, wbPrevQ: floorDiv(old.Start.UnixMilli(), unit),
+		wbQ: floorDiv(first.Start.UnixMilli(), unit), pNewQ: floorDiv(k.Start.UnixMilli(), unit), mids: mids}
+	run := func(raise, done bool, cur uint64, members []string) error {
+		ra.raise, ra.done, ra.cursor = raise, done, strconv.FormatUint(cur, 10)
+		args := ra.add(make([]any, 0, len(rolloverFields)+len(mids)+len(members)))
 		for _, m := range members {
 			args = append(args, m)
 		}
@@ -172,7 +169,7 @@ func (s *Store) rollPeriod(ctx context.Context, st *boardState, tag, lock, token
 	}
 	// Raise head first: from now on every event of period k-1 also maintains
 	// S(k), so members that appear in S(k-1) during the scan are covered.
-	if err := run(1, 0, cursor, nil); err != nil {
+	if err := run(true, false, cursor, nil); err != nil {
 		return err
 	}
 	for {
@@ -184,17 +181,14 @@ func (s *Store) rollPeriod(ctx context.Context, st *boardState, tag, lock, token
 		for i := 0; i < len(kv); i += 2 {
 			members = append(members, kv[i])
 		}
-		done := 0
-		if next == 0 {
-			done = 1
-		}
+		done := next == 0
 		for len(members) > s.chunk { // ZSCAN COUNT is only a hint
-			if err := run(0, 0, cursor, members[:s.chunk]); err != nil {
+			if err := run(false, false, cursor, members[:s.chunk]); err != nil {
 				return err
 			}
 			members = members[s.chunk:]
 		}
-		if err := run(0, done, next, members); err != nil {
+		if err := run(false, done, next, members); err != nil {
 			return err
 		}
 		if next == 0 {

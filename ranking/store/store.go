@@ -21,7 +21,7 @@ func mustScript(name string) *redis.Script {
 	if err != nil {
 		panic(err)
 	}
-	return redis.NewScript(string(src))
+	return redis.NewScript(luaPrelude() + string(src))
 }
 
 var (
@@ -96,14 +96,14 @@ type boardState struct {
 	b       *ranking.Board
 	cal     ranking.Calendar
 	codec   ranking.Codec
-	tieMode int   // 0 none, 1 part = tie, 2 part = max - tie
+	tieMode luaTie
 	lo, hi  int64 // accepted value range (per period for rolling boards)
 	retMs   int64 // TTL of period keys after the period ends (0 = keep)
 	metaTTL int64
 	epochMs int64
 	graceMs int64
 	unitMs  int64
-	fast    int // 1: plain sum board (no tie, keep_top or base): the script increments without reading
+	fast    bool // plain sum board (no tie, keep_top or base): the script increments without reading
 }
 
 func newBoardState(b *ranking.Board) (*boardState, error) {
@@ -118,14 +118,12 @@ func newBoardState(b *ranking.Board) (*boardState, error) {
 	}
 	if b.Tiebreak != ranking.TieNone {
 		if (b.Tiebreak == ranking.TieFirst) == (b.Order == ranking.Asc) {
-			st.tieMode = 1
+			st.tieMode = luaTieUp
 		} else {
-			st.tieMode = 2
+			st.tieMode = luaTieDown
 		}
 	}
-	if b.Aggregate == ranking.AggSum && st.tieMode == 0 && b.KeepTop == 0 && !b.HasBase {
-		st.fast = 1
-	}
+	st.fast = b.Aggregate == ranking.AggSum && st.tieMode == luaTieNone && b.KeepTop == 0 && !b.HasBase
 	st.hi = c.MaxValue()
 	st.lo = -st.hi
 	if len(b.Sort) > 0 {

@@ -1,32 +1,19 @@
 -- apply.lua: dedupe + every update of a set of events that live in ONE slot,
--- atomically. Built by store_apply.go; see ranking/doc.go for the semantics.
+-- atomically. Built by apply.go; the semantics are the package doc of ranking/store.
 --
 -- KEYS[1]  any key of the call's slot (routing only)
 -- ARGV     prefix, dedupe key prefix, dedupe TTL ms, nGroups,
---          per group (one stream = board+dims):
---            tag, window(0 total,1 periodic,2 rolling), agg(0 sum,1 max,2 min,3 last),
---            tieMode(0 none,1 part=tie,2 part=max-tie), tieBits, tieUnitMs,
---            lo, hi (value range), keepTop, order(0 desc,1 asc), graceMs, N,
---            retentionMs (0 = keep), metaTTLms (0 = keep), tieEpochMs,
---            fast (1: plain sum without tie, keep_top or base: increments, no reads),
---            nPeriods, nPeriods x (id, startMs, endMs)   (consecutive periods)
---          nEvents, per event: msgid, nUpdates,
---            per update: group#, period# (-1: late, judged by the caller from
---            the stream time of the event's partition), member, value, timeMs,
---            base ("" = the board has no base; "0" for an event without one)
--- Returns  per event a string of status digits, one per update:
---          0 applied, 1 duplicate, 2 late, 3 out of range; a duplicate repeats
---          the verdict of the first delivery as 4 (late) or 5 (out of range).
+--          per group: groupArgs (contract.go), nPeriods, nPeriods x (id,
+--            startMs, endMs) (consecutive periods);
+--          nEvents, per event: msgid, nUpdates, nUpdates x updateArgs
+--            (period LATE_PERIOD: judged late by the caller from the stream
+--            time of the event's partition)
+-- Returns  per event a string of status characters (ST_*), one per update;
+--          a duplicate repeats the verdict of the first delivery as
+--          ST_REPEAT_LATE or ST_REPEAT_RANGE.
 --
 -- Numbers are passed to redis.call as Lua numbers: Redis converts them with
 -- %.17g, which is exact for the integers used here (below 2^53).
-local call = redis.call
-local floor = math.floor
-local A = ARGV
-local pos = 1
-local function nx() local v = A[pos]; pos = pos + 1; return v end
-local function nn() local v = tonumber(A[pos]); pos = pos + 1; return v end
-
 local prefix, dprefix, dttl = nx(), nx(), nx() -- TTL stays a string: no number formatting per event
 local G = {}
 for gi = 1, nn() do
@@ -50,20 +37,6 @@ for gi = 1, nn() do
   G[gi] = g
 end
 
--- score codec (mirrors Codec in codec.go)
-local function enc(g, v, q) -- q: tie offset in units from the key's base
-  if g.mode == 0 then return v end
-  if g.mode == 1 then return v * g.tb + q end
-  return v * g.tb + (g.tb - 1 - q)
-end
-local function dec(g, score)
-  if g.mode == 0 then return score, 0 end
-  local v = floor(score / g.tb)
-  local part = score - v * g.tb
-  if g.mode == 1 then return v, part end
-  return v, g.tb - 1 - part
-end
-
 local function touch(g, key, p)
   if g.touched[key] == nil then g.touched[key] = p end
 end
@@ -77,14 +50,14 @@ local function rec(g, pi, member)
   if r ~= nil then return r end
   local p = g.periods[pi]
   r = {}
-  if g.window == 0 then r.tbase = floor(g.epoch / g.unit) else r.tbase = p.q end
-  r.zk = (g.window == 0) and g.tk or p.pk
+  if g.window == WINDOW_TOTAL then r.tbase = floor(g.epoch / g.unit) else r.tbase = p.q end
+  r.zk = (g.window == WINDOW_TOTAL) and g.tk or p.pk
   local cur
   if g.keep > 0 then cur = call('HGET', r.zk .. ':h', member) else cur = call('ZSCORE', r.zk, member) end
   if cur then
-    local v, q = dec(g, tonumber(cur))
+    local v, q = dec(g.mode, g.tb, tonumber(cur))
     r.v, r.q, r.exists = v, q + r.tbase, true
-    if g.agg == 3 then
+    if g.agg == AGG_LAST then
       -- "<event time ms>|<msgid>" of the update that set the value
       local lt = call('HGET', r.zk .. ':lt', member)
       if lt then
@@ -103,11 +76,11 @@ end
 -- Fast-path sums are tentatively applied: their write may still find that
 -- the member would leave the range, and then judges them one by one.
 local function judge(g, pi, member, value, t, base, msgid)
-  if pi < 0 then return '2' end
+  if pi == LATE_PERIOD then return ST_LATE end
   local p = g.periods[pi]
   -- st: the latest event time applied to the stream, the origin of expiries
   if g.st == nil or t > g.st then g.st = t end
-  if g.window == 2 and (g.head == nil or p.s > g.head) then g.head = p.s end
+  if g.window == WINDOW_ROLLING and (g.head == nil or p.s > g.head) then g.head = p.s end
   if g.fast then
     local fd, fabs = g.fd[pi], g.fabs[pi]
     if fd == nil then fd, fabs = {}, {}; g.fd[pi], g.fabs[pi], g.fm[pi] = fd, fabs, {} end
@@ -118,17 +91,17 @@ local function judge(g, pi, member, value, t, base, msgid)
     end
     fd[member] = d + value
     if value < 0 then fabs[member] = fabs[member] - value else fabs[member] = fabs[member] + value end
-    return '0'
+    return ST_APPLIED
   end
   local q = floor(t / g.unit)
-  if g.window == 0 and g.mode ~= 0 then
+  if g.window == WINDOW_TOTAL and g.mode ~= TIE_NONE then
     local off = q - floor(g.epoch / g.unit)
-    if off < 0 or off > g.tb - 1 then return '3' end
+    if off < 0 or off > g.tb - 1 then return ST_OUT_OF_RANGE end
   end
   local r = rec(g, pi, member)
   local agg = g.agg
-  if agg == 0 then
-    if g.keep > 0 and value <= 0 then return '3' end
+  if agg == AGG_SUM then
+    if g.keep > 0 and value <= 0 then return ST_OUT_OF_RANGE end
     local nv, nb
     if base ~= '' then
       -- base board: the value is the greatest base of the member's events
@@ -142,16 +115,16 @@ local function judge(g, pi, member, value, t, base, msgid)
         nv, nb = b + value, b
       end
     elseif r.exists then nv = r.v + value else nv = value end
-    if nv > g.hi or nv < g.lo then return '3' end
+    if nv > g.hi or nv < g.lo then return ST_OUT_OF_RANGE end
     r.v = nv
     if nb ~= nil then r.b, r.bdirty = nb, true end
     if not r.exists or q > r.q then r.q = q end
   else
-    if value > g.hi or value < g.lo then return '3' end
+    if value > g.hi or value < g.lo then return ST_OUT_OF_RANGE end
     if not r.exists then
       r.v, r.q = value, q
-    elseif agg == 1 or agg == 2 then
-      local better = (agg == 1 and value > r.v) or (agg == 2 and value < r.v)
+    elseif agg == AGG_MAX or agg == AGG_MIN then
+      local better = (agg == AGG_MAX and value > r.v) or (agg == AGG_MIN and value < r.v)
       if better then r.v, r.q = value, q
       elseif value == r.v and q < r.q then r.q = q end
     elseif t > r.lt or (t == r.lt and msgid > r.lid) then
@@ -159,11 +132,11 @@ local function judge(g, pi, member, value, t, base, msgid)
       -- unit only rounds the tie time kept in the score
       r.v, r.q, r.lt, r.lid = value, q, t, msgid
     end
-    if not r.exists and agg == 3 then r.lt, r.lid = t, msgid end
+    if not r.exists and agg == AGG_LAST then r.lt, r.lid = t, msgid end
   end
   r.exists = true
   r.dirty = true
-  return '0'
+  return ST_APPLIED
 end
 
 -- events: dedupe, then judge every update in order
@@ -175,7 +148,7 @@ for e = 1, nev do
   local dkey = dprefix .. msgid
   local codes = {n = nu}
   evpos[e] = pos
-  if not call('SET', dkey, '0', 'NX', 'PX', dttl) then
+  if not call('SET', dkey, ST_APPLIED, 'NX', 'PX', dttl) then
     -- duplicate: its verdicts are filled in at the end, from the original
     -- (earlier in this call, or stored in the dedupe key by an earlier call)
     if incall[dkey] then dupof[e] = incall[dkey] else dupof[e] = call('GET', dkey) or '' end
@@ -183,12 +156,12 @@ for e = 1, nev do
     evkeys[e] = dkey
     incall[dkey] = e
     for i = 1, nu do
-      local q = pos + (i - 1) * 6
-      codes[i] = judge(G[tonumber(A[q])], tonumber(A[q + 1]), A[q + 2], tonumber(A[q + 3]),
-                       tonumber(A[q + 4]), A[q + 5], msgid)
+      local q = pos + (i - 1) * UPDATE_ARGS
+      codes[i] = judge(G[tonumber(A[q + U_GROUP])], tonumber(A[q + U_PERIOD]), A[q + U_MEMBER],
+                       tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME]), A[q + U_BASE], msgid)
     end
   end
-  pos = pos + 6 * nu
+  pos = pos + UPDATE_ARGS * nu
   evcodes[e] = codes
 end
 
@@ -201,10 +174,11 @@ local function rejudge(g, gi, pi, member, old)
     if not dupof[e] then
       local codes = evcodes[e]
       for i = 1, codes.n do
-        local q = evpos[e] + (i - 1) * 6
-        if codes[i] == '0' and A[q + 2] == member and tonumber(A[q]) == gi and tonumber(A[q + 1]) == pi then
-          local v = tonumber(A[q + 3])
-          if cur + v > g.hi or cur + v < g.lo then codes[i] = '3' else cur = cur + v; applied = true end
+        local q = evpos[e] + (i - 1) * UPDATE_ARGS
+        if codes[i] == ST_APPLIED and A[q + U_MEMBER] == member and tonumber(A[q + U_GROUP]) == gi
+           and tonumber(A[q + U_PERIOD]) == pi then
+          local v = tonumber(A[q + U_VALUE])
+          if cur + v > g.hi or cur + v < g.lo then codes[i] = ST_OUT_OF_RANGE else cur = cur + v; applied = true end
         end
       end
     end
@@ -230,17 +204,17 @@ local function roll(g, pi, member, d, rq, fast)
         local pis = g.periods[i]
         local ps = call('ZSCORE', pis.pk, member)
         if ps then
-          local pv, pq = dec(g, tonumber(ps))
+          local pv, pq = dec(g.mode, g.tb, tonumber(ps))
           v = v + pv
           if pq + pis.q > q then q = pq + pis.q end
         end
       end
-      call('ZADD', sk, enc(g, v, q - wb), member)
+      call('ZADD', sk, enc(g.mode, g.tb, v, q - wb), member)
     elseif not fast then
-      local cv, cq = dec(g, tonumber(cur))
+      local cv, cq = dec(g.mode, g.tb, tonumber(cur))
       local q = cq + wb
       if rq > q then q = rq end
-      call('ZADD', sk, enc(g, cv + d, q - wb), member)
+      call('ZADD', sk, enc(g.mode, g.tb, cv + d, q - wb), member)
     end
     touch(g, sk, pk)
   end
@@ -257,7 +231,7 @@ for gi, g in ipairs(G) do
   for pi, fm in pairs(g.fm) do
     local p = g.periods[pi]
     local fd, fabs = g.fd[pi], g.fabs[pi]
-    local zk = (g.window == 0) and g.tk or p.pk
+    local zk = (g.window == WINDOW_TOTAL) and g.tk or p.pk
     for _, member in ipairs(fm) do
       local d, ab = fd[member], fabs[member]
       local old, existed, ok
@@ -278,7 +252,7 @@ for gi, g in ipairs(G) do
       end
       if d ~= nil then
         touch(g, zk, p)
-        if g.window == 2 then roll(g, pi, member, d, nil, true) end
+        if g.window == WINDOW_ROLLING then roll(g, pi, member, d, nil, true) end
       end
     end
   end
@@ -288,16 +262,16 @@ for gi, g in ipairs(G) do
     for _, member in ipairs(byp.order) do
       local r = byp[member]
       if r.dirty then
-        local score = enc(g, r.v, r.q - r.tbase)
+        local score = enc(g.mode, g.tb, r.v, r.q - r.tbase)
         call('ZADD', r.zk, score, member)
         touch(g, r.zk, p)
         if g.keep > 0 then call('HSET', r.zk .. ':h', member, score); touch(g, r.zk .. ':h', p) end
         if r.bdirty then call('HSET', r.zk .. ':b', member, r.b); touch(g, r.zk .. ':b', p) end
-        if g.agg == 3 then
+        if g.agg == AGG_LAST then
           call('HSET', r.zk .. ':lt', member, string.format('%.17g', r.lt) .. '|' .. r.lid)
           touch(g, r.zk .. ':lt', p)
         end
-        if g.window == 2 then roll(g, pi, member, r.v - r.v0, r.q, false) end
+        if g.window == WINDOW_ROLLING then roll(g, pi, member, r.v - r.v0, r.q, false) end
       end
     end
   end
@@ -322,7 +296,7 @@ for gi, g in ipairs(G) do
   end
   if g.st ~= nil then
     local mk = g.kb .. 'meta'
-    if g.window == 2 and g.head ~= nil then
+    if g.window == WINDOW_ROLLING and g.head ~= nil then
       if g.head0 == nil then
         -- a new stream: every rolling board up to head is complete
         call('HSET', mk, 'st', g.st, 'head', g.head, 'rolled', g.head)
@@ -342,7 +316,7 @@ end
 for e = 1, nev do
   if not dupof[e] then
     local str = table.concat(evcodes[e])
-    if string.find(str, '[23]') then call('SET', evkeys[e], str, 'XX', 'KEEPTTL') end
+    if string.find(str, ST_LATE, 1, true) or string.find(str, ST_OUT_OF_RANGE, 1, true) then call('SET', evkeys[e], str, 'XX', 'KEEPTTL') end
     evcodes[e] = str
   end
 end
@@ -353,9 +327,9 @@ for e = 1, nev do
     local codes = {}
     for i = 1, evcodes[e].n do
       local c = string.sub(orig, i, i)
-      if c == '2' or c == '4' then codes[i] = '4'
-      elseif c == '3' or c == '5' then codes[i] = '5'
-      else codes[i] = '1' end
+      if c == ST_LATE or c == ST_REPEAT_LATE then codes[i] = ST_REPEAT_LATE
+      elseif c == ST_OUT_OF_RANGE or c == ST_REPEAT_RANGE then codes[i] = ST_REPEAT_RANGE
+      else codes[i] = ST_DUPLICATE end
     end
     evcodes[e] = table.concat(codes)
   end

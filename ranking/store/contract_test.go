@@ -1,0 +1,79 @@
+package store
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rankd/rankd/ranking"
+)
+
+// readOrder returns the names a script reads into the table literal that
+// starts with start ("local g = {"), in order: the fields assigned nx() or
+// nn().
+func readOrder(t *testing.T, script, start string) []string {
+	t.Helper()
+	src, err := os.ReadFile("lua/" + script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(src)
+	i := strings.Index(s, start)
+	if i < 0 {
+		t.Fatalf("%s has no %q", script, start)
+	}
+	end := strings.Index(s[i:], "}")
+	var names []string
+	for _, m := range regexp.MustCompile(`(\w+) = n[xn]\(\)`).FindAllStringSubmatch(s[i:i+end], -1) {
+		names = append(names, m[1])
+	}
+	return names
+}
+
+// TestLuaContract pins the Go side of contract.go to the scripts: the ARGV
+// fields are read in the order of the Go field lists, each encoder writes
+// exactly that many values, the scripts compare against the generated
+// constants and never against bare numbers, and every enum value of the
+// model has a Lua number.
+func TestLuaContract(t *testing.T) {
+	if got := readOrder(t, "apply.lua", "local g = {"); !slices.Equal(got, groupFields) {
+		t.Errorf("apply.lua reads a group as\n%v\ncontract.go groupFields is\n%v", got, groupFields)
+	}
+	if got := readOrder(t, "rollover.lua", "local R = {"); !slices.Equal(got, rolloverFields) {
+		t.Errorf("rollover.lua reads its head as\n%v\ncontract.go rolloverFields is\n%v", got, rolloverFields)
+	}
+	if n := len((&groupArgs{}).add(nil)); n != len(groupFields) {
+		t.Errorf("groupArgs.add writes %d values, groupFields has %d", n, len(groupFields))
+	}
+	if n := len((&updateArgs{}).add(nil)); n != len(updateFields) {
+		t.Errorf("updateArgs.add writes %d values, updateFields has %d", n, len(updateFields))
+	}
+	if n := len((&rolloverArgs{mids: []string{"a", "b"}}).add(nil)); n != len(rolloverFields)+2 {
+		t.Errorf("rolloverArgs.add writes %d values with 2 mids, want %d", n, len(rolloverFields)+2)
+	}
+	bare := regexp.MustCompile(`\b(window|agg|mode)\s*[=~]=\s*\d|A\[q \+ \d\]`)
+	status := regexp.MustCompile(`'[0-5]'`) // apply.lua's verdicts are ST_* constants
+	files, _ := luaFS.ReadDir("lua")
+	for _, f := range files {
+		src, _ := luaFS.ReadFile("lua/" + f.Name())
+		for i, line := range strings.Split(string(src), "\n") {
+			if code, _, _ := strings.Cut(line, "--"); bare.MatchString(code) || f.Name() == "apply.lua" && status.MatchString(code) {
+				t.Errorf("lua/%s:%d compares against a bare number instead of a contract constant: %s", f.Name(), i+1, strings.TrimSpace(line))
+			}
+		}
+	}
+	for _, w := range ranking.Windows() {
+		luaWindowOf(w) // panics without a mapping
+	}
+	for _, a := range ranking.Aggregates() {
+		luaAggOf(a)
+	}
+	p := luaPrelude()
+	for _, c := range luaConsts {
+		if !strings.Contains(p, "local "+c.name+" = ") {
+			t.Errorf("the prelude lacks %s", c.name)
+		}
+	}
+}

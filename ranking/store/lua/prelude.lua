@@ -1,0 +1,26 @@
+-- prelude.lua: loaded in front of every script, after the constants that
+-- ranking/store/contract.go generates (WINDOW_*, AGG_*, TIE_*, ST_*,
+-- LATE_PERIOD, UPDATE_ARGS). The ARGV layouts are the Go types of
+-- contract.go; scripts read ARGV in that order with nx (a string) and nn
+-- (a number).
+local call = redis.call
+local floor = math.floor
+local A = ARGV
+local pos = 1
+local function nx() local v = A[pos]; pos = pos + 1; return v end
+local function nn() local v = tonumber(A[pos]); pos = pos + 1; return v end
+
+-- The score codec (mirrors ranking.Codec): score = value * tb + part, with
+-- tb = 2^tieBits and part the tie offset q (TIE_UP) or tb-1-q (TIE_DOWN).
+local function enc(mode, tb, v, q)
+  if mode == TIE_NONE then return v end
+  if mode == TIE_UP then return v * tb + q end
+  return v * tb + (tb - 1 - q)
+end
+local function dec(mode, tb, score)
+  if mode == TIE_NONE then return score, 0 end
+  local v = floor(score / tb)
+  local part = score - v * tb
+  if mode == TIE_UP then return v, part end
+  return v, tb - 1 - part
+end
