@@ -84,7 +84,7 @@ func NewRankingSink(schemas map[string]*ingest.Schema, router *ingest.Router, st
 // Store is what RankingSink needs of a *store.Store (see its Apply and
 // StreamTimes for the contracts).
 type Store interface {
-	Apply(ctx context.Context, ups []ranking.Update, marks ...store.Mark) (ranking.Result, error)
+	Apply(ctx context.Context, evs []store.Event, marks ...store.Mark) (ranking.Result, error)
 	StreamTimes(ctx context.Context, at []store.Mark) ([]time.Time, error)
 }
 
@@ -102,13 +102,14 @@ type msgPlan struct {
 type batchPlan struct {
 	msgs  []msgPlan
 	ups   []ranking.Update
-	marks []store.Mark // stream time of every partition after the batch
+	evs   []store.Event // one per routed message, over ups
+	marks []store.Mark  // stream time of every partition after the batch
 }
 
-// plan decodes and routes msgs. It touches no server. A message whose ID
-// belongs to an earlier routed message of the batch contributes no updates:
-// it takes the verdict of that one (Store.Apply treats consecutive updates
-// with one MsgID as one event, so two such messages must never be adjacent).
+// plan decodes and routes msgs into events (one per routed message). It
+// touches no server. A message whose ID belongs to an earlier routed
+// message of the batch contributes no event: it takes the verdict of that
+// one.
 //
 // start holds the stream time of every partition of msgs at its first
 // message; every update gets its partition's stream time before its
@@ -190,6 +191,11 @@ func (s *RankingSink) plan(msgs []kafka.Message, start map[partitionKey]streamPo
 		mp.hi = len(p.ups)
 	}
 	flush()
+	for i := range p.msgs {
+		if mp := &p.msgs[i]; mp.hi > mp.lo {
+			p.evs = append(p.evs, store.Event{ID: mp.ev.ID, Updates: p.ups[mp.lo:mp.hi:mp.hi]})
+		}
+	}
 	p.marks = make([]store.Mark, 0, len(pos))
 	for k, v := range pos {
 		if _, ok := start[k]; ok {
@@ -270,7 +276,7 @@ func (s *RankingSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLe
 		return nil, fmt.Errorf("reading stream times: %w", err)
 	}
 	p := s.plan(msgs, start)
-	res, err := s.store.Apply(ctx, p.ups, p.marks...)
+	res, err := s.store.Apply(ctx, p.evs, p.marks...)
 	if err != nil {
 		s.m.redisErrors.Inc()
 		return nil, fmt.Errorf("applying %d updates of %d messages: %w", len(p.ups), len(msgs), err)

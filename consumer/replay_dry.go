@@ -33,16 +33,18 @@ func NewDryRunStore(boards []*ranking.Board) *DryRunStore {
 }
 
 // Apply implements Store.
-func (d *DryRunStore) Apply(_ context.Context, ups []ranking.Update, _ ...store.Mark) (ranking.Result, error) {
+func (d *DryRunStore) Apply(_ context.Context, evs []store.Event, _ ...store.Mark) (ranking.Result, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	res := ranking.Result{Status: make([]ranking.Status, len(ups)), Repeated: make([]bool, len(ups))}
-	for s := 0; s < len(ups); {
-		e := s + 1
-		for e < len(ups) && ups[e].MsgID == ups[s].MsgID {
-			e++
-		}
-		if first, ok := d.seen[ups[s].MsgID]; ok {
+	n := 0
+	for _, ev := range evs {
+		n += len(ev.Updates)
+	}
+	res := ranking.Result{Status: make([]ranking.Status, n), Repeated: make([]bool, n)}
+	s := 0
+	for _, ev := range evs {
+		e := s + len(ev.Updates)
+		if first, ok := d.seen[ev.ID]; ok {
 			for k := s; k < e; k++ {
 				res.Status[k] = ranking.StatusDuplicate
 				if n := k - s; n < len(first) && first[n] == ranking.StatusLate {
@@ -50,13 +52,12 @@ func (d *DryRunStore) Apply(_ context.Context, ups []ranking.Update, _ ...store.
 				}
 			}
 		} else {
-			for k := s; k < e; k++ {
-				u := &ups[k]
+			for k, u := range ev.Updates {
 				if b := d.boards[u.Board]; b != nil && b.Late(d.cals[u.Board].At(u.Time), u.StreamTime) {
-					res.Status[k] = ranking.StatusLate
+					res.Status[s+k] = ranking.StatusLate
 				}
 			}
-			d.seen[ups[s].MsgID] = append([]ranking.Status(nil), res.Status[s:e]...)
+			d.seen[ev.ID] = append([]ranking.Status(nil), res.Status[s:e]...)
 		}
 		s = e
 	}

@@ -303,7 +303,7 @@ func TestRollover(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if _, err := st.Apply(t.Context(), []ranking.Update{{Board: "anchor_7d", Member: "a1", Value: 5, Time: now, MsgID: "m1"}}); err != nil {
+	if _, err := st.Apply(t.Context(), store.Group([]ranking.Update{{Board: "anchor_7d", Member: "a1", Value: 5, Time: now, MsgID: "m1"}})); err != nil {
 		t.Fatal(err)
 	}
 	next := cfg.Board("anchor_7d").Calendar().Next(cfg.Board("anchor_7d").Calendar().At(now))

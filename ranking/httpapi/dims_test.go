@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // TestDims: /dims lists the dims values with members in the period, with
@@ -54,7 +55,7 @@ func TestDims(t *testing.T) {
 // limit, each page within its limit, and every value once.
 func TestDimsPagingLarge(t *testing.T) {
 	t.Parallel()
-	srv, store := fixture(t)
+	srv, st := fixture(t)
 	var ups []ranking.Update
 	want := []string{"many", "one"}
 	for i := range 700 {
@@ -62,7 +63,7 @@ func TestDimsPagingLarge(t *testing.T) {
 		want = append(want, g)
 		ups = append(ups, ranking.Update{Board: "line", Dims: []string{g}, Member: "m", Value: int64(i + 1), Time: now, MsgID: "big" + g})
 	}
-	if _, err := store.Apply(t.Context(), ups); err != nil {
+	if _, err := st.Apply(t.Context(), store.Group(ups)); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
@@ -105,7 +106,7 @@ func TestDimsPagingLarge(t *testing.T) {
 // TestTopPercent: top?percent=P lists the first ceil(count*P/100) members.
 func TestTopPercent(t *testing.T) {
 	t.Parallel()
-	srv, store := fixture(t)
+	srv, st := fixture(t)
 	a := `{"rank":1,"member":"a","value":12.5,"raw":1250,"tie_time":"2026-11-21T10:00:00Z"}`
 	b := `{"rank":2,"member":"b","value":10,"raw":1000,"tie_time":"2026-11-21T09:00:00Z"}`
 	c := `{"rank":3,"member":"c","value":10,"raw":1000,"tie_time":"2026-11-21T11:00:00Z"}`
@@ -154,7 +155,7 @@ func TestTopPercent(t *testing.T) {
 	for i := range 1001 {
 		ups = append(ups, ranking.Update{Board: "wk", Member: fmt.Sprintf("w%04d", i), Value: int64(i + 1), Time: now, MsgID: fmt.Sprint("wk", i)})
 	}
-	if _, err := store.Apply(t.Context(), ups); err != nil {
+	if _, err := st.Apply(t.Context(), store.Group(ups)); err != nil {
 		t.Fatal(err)
 	}
 	status, raw, _ := get(t, srv.URL+"/v1/boards/wk/top?percent=99.9")

@@ -50,7 +50,7 @@ func TestReadsDoNotStallApply(t *testing.T) {
 				k := seq.Add(1)
 				ups[i] = ranking.Update{Board: "ingest", Member: fmt.Sprint("m", k%5000), Value: 1, Time: now, MsgID: fmt.Sprint("e", k)}
 			}
-			if _, err := ingest.Apply(t.Context(), ups); err != nil {
+			if _, err := ingest.Apply(t.Context(), store.Group(ups)); err != nil {
 				t.Error(err)
 				return 0
 			}

@@ -255,7 +255,7 @@ func (s *server) pageResult(ctx context.Context, q *query, pg store.Page) (pageR
 
 func (s *server) writePage(w http.ResponseWriter, q *query, res pageResult, member string) error {
 	pg := res.pg
-	rd := s.renderer(q.b, pg.Period)
+	rd := s.renderer(q.b)
 	out := pageJSON{
 		Board: q.b.Name, Dims: dimsObject(q.b, q.dims), Period: renderPeriod(q.b, pg.Period, res.final),
 		RankMode: q.mode.String(), Member: member, Count: pg.Count, Complete: pg.Complete,
@@ -327,10 +327,10 @@ func (s *server) handleMember(w http.ResponseWriter, r *http.Request) error {
 		return &apiError{status: http.StatusNotFound, code: codeNotFound,
 			msg: fmt.Sprintf("member %q is not on board %q (period %s)", member, q.b.Name, info.Period.ID)}
 	}
-	rd := s.renderer(q.b, info.Period)
+	rd := s.renderer(q.b)
 	out := memberJSON{
 		Board: q.b.Name, Dims: dimsObject(q.b, q.dims), Period: renderPeriod(q.b, info.Period, final), RankMode: q.mode.String(),
-		entryJSON:  rd.entry(info.Rank, member, info.Value, info.Tie),
+		entryJSON:  rd.entry(info.Rank, member, info.Value, info.TieTime),
 		RankApprox: info.RankApprox, Above: info.Above,
 		Gap: fixed(info.Gap, q.b.Decimals), GapRaw: info.Gap, Count: info.Count,
 		Percentile: fixed(store.Percentile(info.Better, info.Count), 2),

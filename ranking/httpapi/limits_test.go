@@ -96,7 +96,7 @@ func costFixture(t *testing.T, rdb redis.UniversalClient, prefix string) costDat
 			add(b, "20261120", fmt.Sprintf("w%04d", i), 1+rng.Int64N(1000), at(20, 10, 0, 0))
 		}
 	}
-	res, err := st.Apply(t.Context(), ups)
+	res, err := st.Apply(t.Context(), store.Group(ups))
 	if err != nil {
 		t.Fatal(err)
 	}

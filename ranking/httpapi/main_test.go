@@ -135,7 +135,7 @@ func fixtureOn(t *testing.T, rdb redis.UniversalClient, opts ...httpapi.Option) 
 		up("kt", nil, "k2", 2, at(21, 1, 0, 0)),
 		up("kt", nil, "k3", 1, at(21, 1, 0, 0)),
 	}
-	res, err := st.Apply(t.Context(), ups)
+	res, err := st.Apply(t.Context(), store.Group(ups))
 	if err != nil {
 		t.Fatal(err)
 	}

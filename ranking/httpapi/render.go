@@ -91,44 +91,17 @@ type memberJSON struct {
 	Percentile json.Number `json:"percentile"`
 }
 
-// renderer turns store entries of one board and period into JSON.
+// renderer turns store entries of one board into JSON.
 type renderer struct {
-	b       *ranking.Board
-	codec   ranking.Codec
-	tieBase int64 // ms of the tie origin, quantized to the tie unit
-	unitMs  int64
+	b *ranking.Board
 }
 
-func (s *server) renderer(b *ranking.Board, p ranking.Period) renderer {
-	c, _ := s.store.Codec(b.Name)
-	rd := renderer{b: b, codec: c, unitMs: c.TieUnit.Milliseconds()}
-	if rd.unitMs <= 0 {
-		rd.unitMs = ranking.DefaultTieUnit.Milliseconds()
-	}
-	var base time.Time
-	switch b.Window {
-	case ranking.WindowTotal:
-		base = c.TieEpoch
-		if base.IsZero() {
-			base = ranking.DefaultTieEpoch()
-		}
-	case ranking.WindowPeriodic:
-		base = p.Start
-	case ranking.WindowRolling: // S(k) is the window of periods k-N+1..k
-		cal := b.Calendar()
-		for range b.Periods - 1 {
-			p = cal.Prev(p)
-		}
-		base = p.Start
-	}
-	rd.tieBase = floorDiv(base.UnixMilli(), rd.unitMs) * rd.unitMs
-	return rd
-}
+func (s *server) renderer(b *ranking.Board) renderer { return renderer{b: b} }
 
-func (rd renderer) entry(rank int64, member string, value, tie int64) entryJSON {
+func (rd renderer) entry(rank int64, member string, value int64, tieTime time.Time) entryJSON {
 	e := entryJSON{Rank: rank, Member: member, Value: fixed(value, rd.b.Decimals), Raw: value}
-	if rd.b.Tiebreak != ranking.TieNone {
-		e.TieTime = time.UnixMilli(rd.tieBase + tie*rd.unitMs).UTC().Format(time.RFC3339Nano)
+	if !tieTime.IsZero() {
+		e.TieTime = tieTime.Format(time.RFC3339Nano)
 	}
 	if len(rd.b.Sort) > 0 {
 		vals := ranking.UnpackSort(rd.b.Sort, value)
@@ -143,7 +116,7 @@ func (rd renderer) entry(rank int64, member string, value, tie int64) entryJSON 
 func (rd renderer) entries(es []store.Entry) []entryJSON {
 	out := make([]entryJSON, len(es))
 	for i, e := range es {
-		out[i] = rd.entry(e.Rank, e.Member, e.Value, e.Tie)
+		out[i] = rd.entry(e.Rank, e.Member, e.Value, e.TieTime)
 	}
 	return out
 }
@@ -178,14 +151,6 @@ func fixed(v int64, d int) json.Number {
 		s = "-" + s
 	}
 	return json.Number(s)
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
 }
 
 // field is one member of an object.

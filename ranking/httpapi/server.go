@@ -1,18 +1,14 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/store"
@@ -189,31 +185,10 @@ func classify(err error) (int, string) {
 		return http.StatusBadRequest, codeBadRequest
 	case errors.Is(err, store.ErrTooExpensive):
 		return http.StatusBadRequest, codeTooExpensive
-	case unreachable(err):
+	case store.IsUnavailable(err):
 		return http.StatusServiceUnavailable, codeUnavailable
 	}
 	return http.StatusInternalServerError, codeInternal
-}
-
-// unreachable reports errors that mean Redis could not answer now: network
-// errors and timeouts, a closed or exhausted pool, a server still loading or
-// a cluster that is down, and store.ErrRolloverBusy.
-func unreachable(err error) bool {
-	var ne net.Error
-	switch {
-	case errors.As(err, &ne),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
-		errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrPoolExhausted),
-		errors.Is(err, store.ErrRolloverBusy):
-		return true
-	}
-	for _, p := range []string{"LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY"} {
-		if redis.HasErrorPrefix(err, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // errorBody is the JSON of an error response.

@@ -39,33 +39,67 @@ func (g *callGroup) period(t time.Time) ranking.Period {
 	return g.last
 }
 
-// Apply applies updates atomically per event and slot; see the package doc
-// for semantics. A non-nil error is transient (Redis unreachable, timeout):
-// the caller retries the same updates, which is safe thanks to dedupe.
-// Validation errors (unknown board, wrong number of dims) are returned before
+// Event is one message's updates: they are applied atomically and
+// deduplicated together by ID (see the package doc).
+type Event struct {
+	ID      string
+	Updates []ranking.Update
+}
+
+// Group returns one Event for each run of consecutive updates with the same
+// MsgID, for callers that hold a flat list (tests, tools).
+func Group(ups []ranking.Update) []Event {
+	var evs []Event
+	for start := 0; start < len(ups); {
+		end := start + 1
+		for end < len(ups) && ups[end].MsgID == ups[start].MsgID {
+			end++
+		}
+		evs = append(evs, Event{ID: ups[start].MsgID, Updates: ups[start:end:end]})
+		start = end
+	}
+	return evs
+}
+
+// Apply applies events atomically per event and slot; see the package doc
+// for semantics. The result has one verdict per update, in the order of
+// the events and of their updates. A non-nil error is transient (Redis
+// unreachable, timeout: IsUnavailable tells): the caller
+// retries the same events, which is safe thanks to dedupe. Validation
+// errors (unknown board, wrong number of dims) are returned before
 // anything is written.
 //
-// marks are the stream times of the partitions the updates came from, as of
-// the offset after the batch (see Mark); they are written in the same
+// marks are the stream times of the partitions the events came from, as
+// of the offset after the batch (see Mark); they are written in the same
 // pipeline, so that they are in Redis before the caller commits offsets.
 //
 // The store New returns writes every update into its board's active
 // key generation and, while a replay builds one, into that one too; a store
 // from Generation writes its generation only.
-func (s *Store) Apply(ctx context.Context, ups []ranking.Update, marks ...Mark) (ranking.Result, error) {
+func (s *Store) Apply(ctx context.Context, evs []Event, marks ...Mark) (ranking.Result, error) {
 	if s.root != nil {
-		return s.apply(ctx, ups, marks)
+		return s.apply(ctx, evs, marks)
 	}
-	return s.applyGens(ctx, ups, marks)
+	return s.applyGens(ctx, evs, marks)
 }
 
-// apply applies ups to this store's generation and writes marks.
-func (s *Store) apply(ctx context.Context, ups []ranking.Update, marks []Mark) (ranking.Result, error) {
-	res := ranking.Result{Status: make([]ranking.Status, len(ups)), Repeated: make([]bool, len(ups))}
-	if len(ups) == 0 && len(marks) == 0 {
+// nUpdates returns the number of updates of evs.
+func nUpdates(evs []Event) int {
+	n := 0
+	for i := range evs {
+		n += len(evs[i].Updates)
+	}
+	return n
+}
+
+// apply applies evs to this store's generation and writes marks.
+func (s *Store) apply(ctx context.Context, evs []Event, marks []Mark) (ranking.Result, error) {
+	n := nUpdates(evs)
+	res := ranking.Result{Status: make([]ranking.Status, n), Repeated: make([]bool, n)}
+	if n == 0 && len(marks) == 0 {
 		return res, nil
 	}
-	calls, newTags, err := s.plan(ups)
+	calls, newTags, err := s.plan(evs, n)
 	if err != nil {
 		return res, err
 	}
@@ -152,9 +186,14 @@ func (s *Store) dedupePrefix(slot int) string {
 	return s.prefix + ":{" + SlotTag(slot) + "}:d:"
 }
 
-// plan splits updates into events, events into per-slot script calls of
-// bounded size, and collects dims tags not yet registered.
-func (s *Store) plan(ups []ranking.Update) ([]*call, map[string][]any, error) {
+// plan splits events into per-slot script calls of bounded size, and
+// collects dims tags not yet registered. Updates are numbered in the order
+// of evs (n in all).
+func (s *Store) plan(evs []Event, n int) ([]*call, map[string][]any, error) {
+	ups := make([]ranking.Update, 0, n)
+	for i := range evs {
+		ups = append(ups, evs[i].Updates...)
+	}
 	var calls []*call
 	open := map[int]*call{} // slot -> call being filled
 	newTags := map[string][]any{}
@@ -193,11 +232,9 @@ func (s *Store) plan(ups []ranking.Update) ([]*call, map[string][]any, error) {
 			}
 		}
 	}
-	for start := 0; start < len(ups); {
-		end := start + 1
-		for end < len(ups) && ups[end].MsgID == ups[start].MsgID {
-			end++
-		}
+	start := 0
+	for e := range evs {
+		end := start + len(evs[e].Updates)
 		// one event: ups[start:end], split by slot
 		var bySlot map[int][]int
 		for i := start; i < end; i++ {
@@ -218,7 +255,7 @@ func (s *Store) plan(ups []ranking.Update) ([]*call, map[string][]any, error) {
 				open[slots[i]] = c
 				calls = append(calls, c)
 			}
-			c.addEvent(s, ups, tags, idx)
+			c.addEvent(s, evs[e].ID, ups, tags, idx)
 		}
 		start = end
 	}
@@ -237,10 +274,10 @@ func sameDims(a, b []string) bool {
 	return true
 }
 
-func (c *call) addEvent(s *Store, ups []ranking.Update, tags []string, idx []int) {
+func (c *call) addEvent(s *Store, id string, ups []ranking.Update, tags []string, idx []int) {
 	c.events = append(c.events, idx)
 	c.nups += len(idx)
-	c.ids = append(c.ids, ups[idx[0]].MsgID)
+	c.ids = append(c.ids, id)
 	for _, i := range idx {
 		u := &ups[i]
 		g := c.groups[tags[i]]

@@ -45,7 +45,7 @@ func TestBaseOrderFree(t *testing.T) {
 		}
 		o := oracle.New(boards)
 		for _, k := range order {
-			if _, err := s.Apply(t.Context(), events[k]); err != nil {
+			if _, err := s.Apply(t.Context(), store.Group(events[k])); err != nil {
 				t.Fatal(err)
 			}
 			o.Apply(events[k])

@@ -181,7 +181,7 @@ func BenchmarkApply(b *testing.B) {
 		})
 	}
 	apply := func(ups []ranking.Update) {
-		res, err := e.store.Apply(ctx, ups)
+		res, err := e.store.Apply(ctx, store.Group(ups))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -148,7 +148,7 @@ func TestFutureRollingRead(t *testing.T) {
 	for i := range ups {
 		ups[i].MsgID = fmt.Sprint("f", i)
 	}
-	if _, err := s.Apply(ctx, ups); err != nil {
+	if _, err := s.Apply(ctx, store.Group(ups)); err != nil {
 		t.Fatal(err)
 	}
 	top := func(period string) store.Page {

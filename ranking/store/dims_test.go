@@ -29,7 +29,7 @@ func TestPruneDims(t *testing.T) {
 			ups = append(ups, ranking.Update{Board: b, Dims: []string{room}, Member: "m", Value: 1, Time: day(21, 10), MsgID: string(rune('a' + i))})
 		}
 	}
-	if _, err := s.Apply(ctx, ups); err != nil {
+	if _, err := s.Apply(ctx, store.Group(ups)); err != nil {
 		t.Fatal(err)
 	}
 	members := func(board string) int64 { return rdb.SCard(ctx, prefix+":dims:"+board).Val() }
@@ -56,7 +56,7 @@ func TestPruneDims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s2.Apply(ctx, []ranking.Update{{Board: "h", Dims: []string{"r1"}, Member: "m", Value: 1, Time: day(21, 11), MsgID: "z"}}); err != nil {
+	if _, err := s2.Apply(ctx, store.Group([]ranking.Update{{Board: "h", Dims: []string{"r1"}, Member: "m", Value: 1, Time: day(21, 11), MsgID: "z"}})); err != nil {
 		t.Fatal(err)
 	}
 	if members("h") != 2 {

@@ -148,7 +148,7 @@ func runExact(t *testing.T, rdb redis.UniversalClient, seed int64, events int, s
 				}
 			}
 		}
-		res, err := st.Apply(ctx, call)
+		res, err := st.Apply(ctx, store.Group(call))
 		if gerr := g.Wait(); gerr != nil {
 			t.Fatalf("seed %d call %d: concurrent rollover: %v", seed, i, gerr)
 		}

@@ -147,64 +147,79 @@ func (s *Store) Generation(g int) *Store { return s.view(g) }
 // applyGens is Apply on the root store: every update goes to its board's
 // active generation, and also to the generation being built if there is
 // one. Statuses are the active generation's.
-func (s *Store) applyGens(ctx context.Context, ups []ranking.Update, marks []Mark) (ranking.Result, error) {
+func (s *Store) applyGens(ctx context.Context, evs []Event, marks []Mark) (ranking.Result, error) {
 	gs, err := s.Generations(ctx)
 	if err != nil {
 		return ranking.Result{}, err
 	}
 	if len(gs) == 0 {
-		return s.apply(ctx, ups, marks)
+		return s.apply(ctx, evs, marks)
 	}
-	res := ranking.Result{Status: make([]ranking.Status, len(ups)), Repeated: make([]bool, len(ups))}
-	active, building := map[int][]int{}, map[int][]int{}
+	n := nUpdates(evs)
+	res := ranking.Result{Status: make([]ranking.Status, n), Repeated: make([]bool, n)}
+	active, building := map[int]*genPart{}, map[int]*genPart{}
 	var order, border []int
-	for i := range ups {
-		g, ok := gs[ups[i].Board]
-		if !ok {
-			g = BoardGen{Building: -1}
+	add := func(parts map[int]*genPart, order *[]int, g, e, i int, u ranking.Update) {
+		p := parts[g]
+		if p == nil {
+			p = &genPart{}
+			parts[g] = p
+			*order = append(*order, g)
 		}
-		if _, seen := active[g.Active]; !seen {
-			order = append(order, g.Active)
+		if p.last != e || len(p.evs) == 0 {
+			p.evs = append(p.evs, Event{ID: evs[e].ID})
+			p.last = e
 		}
-		active[g.Active] = append(active[g.Active], i)
-		if g.Building >= 0 {
-			if _, seen := building[g.Building]; !seen {
-				border = append(border, g.Building)
+		ev := &p.evs[len(p.evs)-1]
+		ev.Updates = append(ev.Updates, u)
+		p.idx = append(p.idx, i)
+	}
+	i := 0
+	for e := range evs {
+		for _, u := range evs[e].Updates {
+			g, ok := gs[u.Board]
+			if !ok {
+				g = BoardGen{Building: -1}
 			}
-			building[g.Building] = append(building[g.Building], i)
+			add(active, &order, g.Active, e, i, u)
+			if g.Building >= 0 {
+				add(building, &border, g.Building, e, i, u)
+			}
+			i++
 		}
 	}
 	if len(order) == 0 {
 		return s.apply(ctx, nil, marks)
 	}
-	for n, g := range order {
-		idx := active[g]
+	for k, g := range order {
+		p := active[g]
 		m := marks
-		if n > 0 {
+		if k > 0 {
 			m = nil
 		}
-		r, err := s.view(g).apply(ctx, pick(ups, idx), m)
+		r, err := s.view(g).apply(ctx, p.evs, m)
 		if err != nil {
 			return res, err
 		}
-		for k, i := range idx {
+		for k, i := range p.idx {
 			res.Status[i], res.Repeated[i] = r.Status[k], r.Repeated[k]
 		}
 	}
 	for _, g := range border {
-		if _, err := s.view(g).apply(ctx, pick(ups, building[g]), nil); err != nil {
+		if _, err := s.view(g).apply(ctx, building[g].evs, nil); err != nil {
 			return res, fmt.Errorf("generation %d being built: %w", g, err)
 		}
 	}
 	return res, nil
 }
 
-func pick(ups []ranking.Update, idx []int) []ranking.Update {
-	out := make([]ranking.Update, len(idx))
-	for k, i := range idx {
-		out[k] = ups[i]
-	}
-	return out
+// genPart is the share of an Apply that goes to one generation: its events
+// (each with the updates of its boards in that generation) and the
+// positions of those updates in the Apply input.
+type genPart struct {
+	evs  []Event
+	idx  []int
+	last int // index in the Apply input of the last event added
 }
 
 // LockReplay takes or renews the replay lock for token, for ttl. It

@@ -40,7 +40,7 @@ func TestGenerations(t *testing.T) {
 		for _, u := range ups {
 			all = append(all, u...)
 		}
-		if _, err := st.Apply(ctx, all); err != nil {
+		if _, err := st.Apply(ctx, store.Group(all)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -77,7 +77,7 @@ func TestGenerations(t *testing.T) {
 	for _, e := range [][]ranking.Update{ev("1", "x", 1), ev("2", "y", 5), ev("3", "x", 10)} {
 		replayed = append(replayed, e[0])
 	}
-	res, err := build.Apply(ctx, replayed)
+	res, err := build.Apply(ctx, store.Group(replayed))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rankd/rankd/internal/oracle"
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // TestLastExactTimes checks the `last` aggregate against the oracle and
@@ -60,7 +61,7 @@ func TestLastExactTimes(t *testing.T) {
 						ups = append(ups, ranking.Update{Board: b.Name, Member: sc.member, Value: e.v, Time: e.at,
 							MsgID: sc.member + "/" + e.id})
 					}
-					res, err := s.Apply(ctx, ups)
+					res, err := s.Apply(ctx, store.Group(ups))
 					if err != nil {
 						t.Fatal(err)
 					}

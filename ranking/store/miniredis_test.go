@@ -52,7 +52,7 @@ func TestQueriesMiniredis(t *testing.T) {
 	for _, call := range oracle.Workload(seed, 400, boards, oracle.GenOptions{}) {
 		orc.Apply(call)
 		for _, s := range []*store.Store{mini, redisStore} {
-			if _, err := s.Apply(ctx, call); err != nil {
+			if _, err := s.Apply(ctx, store.Group(call)); err != nil {
 				t.Fatalf("seed %d: apply: %v", seed, err)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/rankd/rankd/ranking"
 	"github.com/redis/go-redis/v9"
@@ -88,16 +89,45 @@ func (s *Store) Entries(ctx context.Context, board string, dims []string, period
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", v.key, err)
 	}
-	return v.st.entries(zs, 1), nil
+	return v.entries(zs, 1), nil
 }
 
-func (st *boardState) entries(zs []redis.Z, firstRank int64) []Entry {
+func (v *view) entries(zs []redis.Z, firstRank int64) []Entry {
 	out := make([]Entry, len(zs))
 	for i, z := range zs {
-		v, t := st.codec.Decode(z.Score)
-		out[i] = Entry{Member: z.Member.(string), Value: v, Tie: t, Score: z.Score, Rank: firstRank + int64(i)}
+		val, t := v.st.codec.Decode(z.Score)
+		out[i] = Entry{Member: z.Member.(string), Value: val, Tie: t, Score: z.Score, Rank: firstRank + int64(i),
+			TieTime: v.st.tieTime(v.p, t)}
 	}
 	return out
+}
+
+// window returns the span of event times that period p of the board
+// covers: p itself, or on a rolling board the N periods ending with p.
+func (st *boardState) window(p ranking.Period) (start, end time.Time) {
+	start = p.Start
+	if st.b.Window == ranking.WindowRolling {
+		for range st.b.Periods - 1 {
+			p = st.cal.Prev(p)
+		}
+		start = p.Start
+	}
+	return start, p.End
+}
+
+// tieTime returns the time tie offset t stands for in period p (zero on
+// boards without tiebreak): t tie units after the period's (rolling:
+// window's; total: the tie epoch's) start, quantized to the unit.
+func (st *boardState) tieTime(p ranking.Period, t int64) time.Time {
+	if st.tieMode == luaTieNone {
+		return time.Time{}
+	}
+	base := st.epochMs
+	if st.b.Window != ranking.WindowTotal {
+		start, _ := st.window(p)
+		base = start.UnixMilli()
+	}
+	return time.UnixMilli(floorDiv(base, st.unitMs)*st.unitMs + t*st.unitMs).UTC()
 }
 
 func parseScore(s string) float64 {
@@ -112,6 +142,9 @@ type Entry struct {
 	Tie    int64   // tie offset in TieUnit from the period/window base (0 without tiebreak)
 	Score  float64 // raw encoded score
 	Rank   int64   // 1-based row rank
+	// TieTime is the time Tie stands for (the tie unit's start), zero on
+	// boards without tiebreak.
+	TieTime time.Time
 }
 
 // Queries for the HTTP API: Top, Member, Around and Count. Each reads one
@@ -140,11 +173,14 @@ var (
 // Page is a slice of a board in rank order, with Entry.Rank in the requested
 // RankMode.
 type Page struct {
-	Board   string
-	Dims    []string
-	Period  ranking.Period
-	Count   int64 // members of the board (keep_top: also those trimmed from the set)
-	Entries []Entry
+	Board  string
+	Dims   []string
+	Period ranking.Period
+	// WindowStart and WindowEnd bound the event times the page counts:
+	// the period's, or on a rolling board the N periods ending with it.
+	WindowStart, WindowEnd time.Time
+	Count                  int64 // members of the board (keep_top: also those trimmed from the set)
+	Entries                []Entry
 	// Complete is false on a keep_top board whose sorted set was trimmed:
 	// members exist beyond it that no page lists; and on a rolling period
 	// that has not started, read before the rollover timer prefilled it:
@@ -160,9 +196,11 @@ type Page struct {
 type MemberInfo struct {
 	Member string
 	Found  bool
-	Value  int64   // decoded value
-	Tie    int64   // tie offset (see Entry.Tie)
-	Score  float64 // raw encoded score
+	Value  int64 // decoded value
+	Tie    int64 // tie offset (see Entry.Tie)
+	// TieTime is the time Tie stands for (see Entry.TieTime).
+	TieTime time.Time
+	Score   float64 // raw encoded score
 	// Rank is 1-based in the requested mode. RankApprox marks a lower bound:
 	// a keep_top member outside the set (row mode: set size + 1), or a dense
 	// rank beyond the walk's cap.
@@ -236,7 +274,8 @@ func (v *view) keepTop() bool   { return v.st.b.KeepTop > 0 }
 func (v *view) hashKey() string { return v.key + ":h" }
 
 func (v *view) page() Page {
-	return Page{Board: v.st.b.Name, Dims: slices.Clone(v.dims), Period: v.p, Complete: !v.partial}
+	ws, we := v.st.window(v.p)
+	return Page{Board: v.st.b.Name, Dims: slices.Clone(v.dims), Period: v.p, WindowStart: ws, WindowEnd: we, Complete: !v.partial}
 }
 
 // finish marks the ranks of a page of a partial view as lower bounds.
@@ -318,7 +357,7 @@ func (s *Store) Top(ctx context.Context, board string, dims []string, period str
 	if err != nil {
 		return Page{}, fmt.Errorf("reading %s: %w", v.key, err)
 	}
-	pg.Entries = v.st.entries(zs, 1)
+	pg.Entries = v.entries(zs, 1)
 	rankEntries(pg.Entries, mode, 1) // nothing ranks above the first entry
 	v.finish(&pg)
 	return pg, nil
@@ -381,7 +420,7 @@ func (s *Store) Around(ctx context.Context, board string, dims []string, member,
 		if err != nil {
 			return Page{}, fmt.Errorf("reading %s: %w", v.key, err)
 		}
-		pg.Entries = v.st.entries(zs, lo+1)
+		pg.Entries = v.entries(zs, lo+1)
 	}
 	if outside != nil {
 		pg.Entries = append(pg.Entries, *outside)
@@ -430,7 +469,7 @@ func (s *Store) Member(ctx context.Context, board string, dims []string, member,
 		return MemberInfo{}, err
 	}
 	info := MemberInfo{
-		Member: member, Found: cur.found, Value: cur.e.Value, Tie: cur.e.Tie, Score: cur.e.Score,
+		Member: member, Found: cur.found, Value: cur.e.Value, Tie: cur.e.Tie, TieTime: v.st.tieTime(v.p, cur.e.Tie), Score: cur.e.Score,
 		Rank: cur.e.Rank, RankApprox: cur.approx, Period: v.p, Count: cur.count,
 	}
 	if cur.found {

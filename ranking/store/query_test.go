@@ -60,7 +60,7 @@ func queryStore(t *testing.T) *store.Store {
 	for i := range ups {
 		ups[i].MsgID = fmt.Sprintf("ev%d", i)
 	}
-	res, err := s.Apply(t.Context(), ups)
+	res, err := s.Apply(t.Context(), store.Group(ups))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func TestDefaultRetentionCoversGrace(t *testing.T) {
 	ctx := t.Context()
 	t0 := time.Date(2026, 11, 21, 10, 5, 0, 0, time.UTC)
 	p := b.Calendar().At(t0)
-	if _, err := s.Apply(ctx, []ranking.Update{{Board: b.Name, Member: "a", Value: 5, Time: t0, MsgID: "1"}}); err != nil {
+	if _, err := s.Apply(ctx, store.Group([]ranking.Update{{Board: b.Name, Member: "a", Value: 5, Time: t0, MsgID: "1"}})); err != nil {
 		t.Fatal(err)
 	}
 	ttl, err := rdb.PTTL(ctx, store.Key(prefix, store.Tag(b.Name, nil), "p", p.ID)).Result()
@@ -75,7 +75,7 @@ func TestWriteWithinGraceAfterShortRetention(t *testing.T) {
 	ctx := t.Context()
 	apply := func(ups ...ranking.Update) {
 		t.Helper()
-		res, err := s.Apply(ctx, ups)
+		res, err := s.Apply(ctx, store.Group(ups))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -34,7 +34,7 @@ func TestRunRollover(t *testing.T) {
 	next := b.Calendar().Next(b.Calendar().At(at))
 	nextKey := store.Key(prefix, store.Tag(b.Name, nil), "r", next.ID)
 	ups := []ranking.Update{{Board: b.Name, Member: "a1", Value: 100, Time: at, MsgID: "m1"}}
-	if _, err := st.Apply(t.Context(), ups); err != nil {
+	if _, err := st.Apply(t.Context(), store.Group(ups)); err != nil {
 		t.Fatal(err)
 	}
 

@@ -62,7 +62,7 @@ func TestStoreRollingHandCase(t *testing.T) {
 		{Board: "r3", Member: "a", Value: 7, Time: day(17, 3), MsgID: "1"},                         // duplicate (non-contiguous)
 		{Board: "r3", Member: "a", Value: 9, Time: day(19, 1), MsgID: "5", StreamTime: day(20, 1)}, // late: its partition is at the 20th 01:00
 	}
-	res, err := s.Apply(ctx, ups)
+	res, err := s.Apply(ctx, store.Group(ups))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestApplyEdgeCases(t *testing.T) {
 			{Board: "best", Member: "a", Value: 7, Time: at, MsgID: "e1"},
 		}
 		for round, want := range []ranking.Status{ranking.StatusApplied, ranking.StatusDuplicate} {
-			res, err := s.Apply(ctx, ev)
+			res, err := s.Apply(ctx, store.Group(ev))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -160,7 +160,7 @@ func TestApplyEdgeCases(t *testing.T) {
 			if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}
-			res, err := s.Apply(ctx, []ranking.Update{{Board: "tot", Member: "a", Value: 1, Time: day(21, 1), MsgID: fmt.Sprint(i)}})
+			res, err := s.Apply(ctx, store.Group([]ranking.Update{{Board: "tot", Member: "a", Value: 1, Time: day(21, 1), MsgID: fmt.Sprint(i)}}))
 			if err != nil || res.Status[0] != ranking.StatusApplied {
 				t.Fatalf("apply after flush %d: %v %v", i, res.Status, err)
 			}
@@ -181,7 +181,7 @@ func TestApplyEdgeCases(t *testing.T) {
 		batch := func(id string, v int64) []ranking.Update {
 			return []ranking.Update{{Board: "r7", Member: "a", Value: v, Time: day(21, 1), MsgID: id}}
 		}
-		if _, err := s.Apply(ctx, batch("1", 5)); err != nil {
+		if _, err := s.Apply(ctx, store.Group(batch("1", 5))); err != nil {
 			t.Fatal(err)
 		}
 		if err := srv.Restart(); err != nil {
@@ -191,7 +191,7 @@ func TestApplyEdgeCases(t *testing.T) {
 		// hit a closed pooled connection: retry like the consumer does
 		var res ranking.Result
 		for try := 0; ; try++ {
-			if res, err = s.Apply(ctx, append(batch("1", 5), batch("2", 4)...)); err == nil || try == 3 {
+			if res, err = s.Apply(ctx, store.Group(append(batch("1", 5), batch("2", 4)...))); err == nil || try == 3 {
 				break
 			}
 		}
