@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -37,9 +38,29 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 // metrics are kept.
 func WithRegisterer(reg prometheus.Registerer) Option { return func(c *config) { c.reg = reg } }
 
+// Store is what the API reads; *store.Store implements it. Every method
+// reads one board (see ranking/store for the semantics and the cost
+// bounds); errors are classified with store.IsUnavailable and the store's
+// sentinel errors.
+type Store interface {
+	Boards() []*ranking.Board
+	Codec(board string) (ranking.Codec, bool)
+	ResolvePeriod(board, period string) (ranking.Period, error)
+	Final(ctx context.Context, board string, p ranking.Period) (bool, error)
+	KnownDims(ctx context.Context, board string, dims []string) error
+	ListDims(ctx context.Context, board, period, cursor string, limit int) (store.DimsPage, error)
+	Top(ctx context.Context, board string, dims []string, period string, limit int, mode store.RankMode) (store.Page, error)
+	TopPercent(ctx context.Context, board string, dims []string, period string, hundredths int64, mode store.RankMode) (store.Page, error)
+	Around(ctx context.Context, board string, dims []string, member, period string, n int, mode store.RankMode) (store.Page, error)
+	Member(ctx context.Context, board string, dims []string, member, period string, mode store.RankMode) (store.MemberInfo, error)
+	Ranks(ctx context.Context, board string, dims []string, period string, members []string, mode store.RankMode) ([]store.MemberRank, error)
+}
+
+var _ Store = (*store.Store)(nil)
+
 // server holds the store and the boards it serves.
 type server struct {
-	store  *store.Store
+	store  Store
 	boards map[string]*ranking.Board
 	order  []*ranking.Board
 	log    *slog.Logger
@@ -57,7 +78,7 @@ type server struct {
 // boards of store. It is safe for concurrent use; every request reads Redis
 // through store and nothing is cached. New panics if WithRegisterer's
 // registerer holds a conflicting collector of the same name.
-func New(st *store.Store, opts ...Option) http.Handler {
+func New(st Store, opts ...Option) http.Handler {
 	c := config{log: slog.Default(), timeout: DefaultTimeout, expensive: DefaultExpensive,
 		queueWait: DefaultQueueWait, denseSteps: DefaultDenseBudget, rate: DefaultExpensiveRate}
 	for _, o := range opts {
