@@ -505,8 +505,8 @@ func TestComposeRankd(t *testing.T) {
 	if !ok {
 		t.Fatalf("%s: CMD has no --config", dockerfile)
 	}
-	if src, ok := rankd.bindSource(t, cfgPath); ok && src != stackConfig {
-		t.Errorf("rankd: mounts %s at %s, want %s", src, cfgPath, stackConfig)
+	if src, ok := rankd.bindSource(t, cfgPath); !ok || src != stackConfig {
+		t.Errorf("rankd: mounts %q at %s, want %s (edit it and restart rankd, no rebuild)", src, cfgPath, stackConfig)
 	}
 	if len(rankd.Command) > 0 {
 		if p, ok := rankd.Command.flag("config"); ok && p != cfgPath {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -377,17 +378,103 @@ func dashboardExprs(t *testing.T) []string {
 	return out
 }
 
+// promtoolVersion matches the first line of `promtool --version`:
+// "promtool, version 3.5.0 (branch: ..., revision: ...)".
+var promtoolVersion = regexp.MustCompile(`^promtool, version v?(\d+)\.(\d+)\.(\d+)`)
+
+// imageTag matches a version image tag: v3.5.0 or 3.5.0.
+var imageTag = regexp.MustCompile(`^v?(\d+)\.(\d+)\.(\d+)$`)
+
+// prometheusImageVersion returns the version of the Prometheus image that
+// docker-compose.yml deploys (prom/prometheus:vX.Y.Z): its major, and the
+// Go module version of that release (Prometheus vX.Y.Z is the module
+// github.com/prometheus/prometheus v0.X0Y.Z), which .ci/run installs.
+func prometheusImageVersion(t *testing.T) (version, major, module string) {
+	t.Helper()
+	image := loadCompose(t).service(t, "prometheus").Image
+	name, tag, _ := strings.Cut(image, ":")
+	m := imageTag.FindStringSubmatch(tag)
+	if path.Base(name) != "prometheus" || m == nil {
+		t.Fatalf("%s: prometheus image %q, want prom/prometheus:vX.Y.Z", composeFile, image)
+	}
+	x, _ := strconv.Atoi(m[1])
+	y, _ := strconv.Atoi(m[2])
+	return strings.TrimPrefix(tag, "v"), m[1], fmt.Sprintf("v0.%d.%s", x*100+y, m[3])
+}
+
+// findPromtool returns the first promtool of the deployed image's major
+// version, looking on PATH, then in the directory `go install` writes to
+// ($GOBIN, else $GOPATH/bin), where .ci/run installs it. found lists every
+// promtool seen, with its version.
+func findPromtool(t *testing.T, major string) (bin, version string, found []string) {
+	t.Helper()
+	var candidates []string
+	if p, err := exec.LookPath("promtool"); err == nil {
+		candidates = append(candidates, p)
+	}
+	gobin := os.Getenv("GOBIN")
+	if gobin == "" {
+		out, err := exec.CommandContext(t.Context(), "go", "env", "GOBIN", "GOPATH").Output()
+		if err == nil {
+			lines := strings.Split(string(out), "\n")
+			if gobin = strings.TrimSpace(lines[0]); gobin == "" && len(lines) > 1 && lines[1] != "" {
+				gobin = filepath.Join(filepath.SplitList(strings.TrimSpace(lines[1]))[0], "bin")
+			}
+		}
+	}
+	if gobin != "" {
+		candidates = append(candidates, filepath.Join(gobin, "promtool"))
+	}
+	seen := map[string]bool{}
+	for _, c := range candidates {
+		if real, err := filepath.EvalSymlinks(c); err == nil {
+			c = real
+		}
+		if seen[c] {
+			continue
+		}
+		seen[c] = true
+		out, err := exec.CommandContext(t.Context(), c, "--version").CombinedOutput()
+		if err != nil {
+			continue
+		}
+		first, _, _ := strings.Cut(string(out), "\n")
+		m := promtoolVersion.FindStringSubmatch(first)
+		if m == nil {
+			found = append(found, fmt.Sprintf("%s (version unknown: %q)", c, first))
+			continue
+		}
+		v := strings.Join(m[1:], ".")
+		found = append(found, c+" "+v)
+		if m[1] == major && bin == "" {
+			bin, version = c, v
+		}
+	}
+	return bin, version, found
+}
+
 // TestPromtool validates the Prometheus config, the alert rules, their
-// unit tests (alerts_test.yml) and the dashboard's queries with promtool,
-// when it is installed (Debian package prometheus).
+// unit tests (alerts_test.yml) and the dashboard's queries with a promtool
+// of the major version that docker-compose.yml deploys (.ci/run builds it
+// from the Go module github.com/prometheus/prometheus v0.X0Y.Z, which is
+// Prometheus vX.Y.Z; Debian's is 2.x). Under CI=true a missing promtool,
+// or only ones of another major, fails the test.
 func TestPromtool(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		msg := "promtool not on PATH (apt-get install prometheus): PromQL syntax and alert unit tests not run"
+	want, major, module := prometheusImageVersion(t)
+	promtool, version, found := findPromtool(t, major)
+	if promtool == "" {
+		msg := fmt.Sprintf("no promtool %s.x found (docker-compose.yml deploys Prometheus %s; found: %v); "+
+			"bash .ci/run installs it, or build it from github.com/prometheus/prometheus %s (cmd/promtool) into $(go env GOPATH)/bin",
+			major, want, found, module)
 		if os.Getenv("CI") == "true" {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)
+	}
+	if version != want {
+		t.Logf("promtool %s (%s), the image is %s: same major, checks run", version, promtool, want)
+	} else {
+		t.Logf("promtool %s (%s)", version, promtool)
 	}
 	run := func(dir string, args ...string) {
 		t.Helper()
