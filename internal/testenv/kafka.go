@@ -62,6 +62,7 @@ type Broker struct {
 	cluster   *kfake.Cluster
 	opts      KafkaOptions
 	dedicated bool
+	extra     []kfake.Opt // TLS and SASL (NewSecureKafka)
 }
 
 var sharedKafka struct {
@@ -161,6 +162,7 @@ func (b *Broker) startKfake(port int) error {
 	for topic, n := range b.opts.SeedTopics {
 		opts = append(opts, kfake.SeedTopics(int32(n), topic))
 	}
+	opts = append(opts, b.extra...)
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return fmt.Errorf("starting kfake broker: %w", err)
