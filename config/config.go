@@ -59,6 +59,8 @@ type Kafka struct {
 	RebalanceTimeout  time.Duration // default 10s
 	// ShutdownTimeout bounds finishing the batch in hand on SIGTERM; default 10s.
 	ShutdownTimeout time.Duration
+	TLS             TLS  // kafka.tls (see secure.go)
+	SASL            SASL // kafka.sasl
 }
 
 // Batch bounds a batch of messages applied together: it is flushed when it
@@ -74,7 +76,13 @@ type Redis struct {
 	Addr     string   // standalone server; RANKD_REDIS_ADDR overrides
 	Addrs    []string // cluster seeds; RANKD_REDIS_ADDRS (comma-separated) overrides
 	DB       int      // standalone only
-	Password string   // RANKD_REDIS_PASSWORD overrides
+	Username string   // ACL user; RANKD_REDIS_USERNAME overrides
+	// Password comes from RANKD_REDIS_PASSWORD or, without it, from
+	// PasswordFile; a password written in the config file is refused
+	// (see secure.go).
+	Password     Secret
+	PasswordFile string
+	TLS          TLS
 	// Prefix starts every key; no '{', '}' or ':'. Default "rankd".
 	Prefix    string
 	DedupeTTL time.Duration // how long message IDs are remembered; default 24h
@@ -87,6 +95,19 @@ func (r Redis) Cluster() bool { return len(r.Addrs) > 0 }
 // HTTP configures the query API and metrics server.
 type HTTP struct {
 	Listen string // default ":8080"; RANKD_HTTP_LISTEN overrides
+	// MetricsListen, if set, serves /metrics (and /healthz, /readyz) on
+	// its own address instead of Listen; RANKD_HTTP_METRICS_LISTEN overrides.
+	MetricsListen string
+	// Token, if set, is the bearer token the API and /metrics require
+	// (/healthz and /readyz stay open); from RANKD_HTTP_TOKEN or TokenFile.
+	Token     Secret
+	TokenFile string
+	// Server limits; defaults 10s, 30s, 30s, 2m and 64 KiB.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	MaxHeaderBytes    int
 }
 
 // Rollover schedules the prefill of rolling boards.
@@ -145,7 +166,7 @@ func defaults() *Config {
 			ShutdownTimeout:   10 * time.Second,
 		},
 		Redis:    Redis{Prefix: "rankd", DedupeTTL: 24 * time.Hour},
-		HTTP:     HTTP{Listen: ":8080"},
+		HTTP:     defaultHTTP(),
 		Rollover: Rollover{Lead: 10 * time.Minute, Interval: time.Minute},
 	}
 }

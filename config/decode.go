@@ -58,6 +58,8 @@ func (l *loader) decodeRoot(root *yaml.Node, c *Config, s *spec) {
 				"heartbeat_interval": l.duration(&k.HeartbeatInterval),
 				"rebalance_timeout":  l.duration(&k.RebalanceTimeout),
 				"shutdown_timeout":   l.duration(&k.ShutdownTimeout),
+				"tls":                l.tlsSection(&k.TLS),
+				"sasl":               l.saslSection(&k.SASL),
 			})
 		},
 		"redis": func(n *yaml.Node, p string) {
@@ -65,14 +67,19 @@ func (l *loader) decodeRoot(root *yaml.Node, c *Config, s *spec) {
 				"addr":       l.str(&r.Addr),
 				"addrs":      l.strs(&r.Addrs),
 				"db":         l.integer(&r.DB),
-				"password":   l.str(&r.Password),
+				"password":   l.inlineSecret(EnvRedisPassword, "redis.password_file"),
 				"prefix":     l.str(&r.Prefix),
 				"dedupe_ttl": l.duration(&r.DedupeTTL),
 				"pool_size":  l.integer(&r.PoolSize),
+
+				// secure.go
+				"username":      l.str(&r.Username),
+				"password_file": l.str(&r.PasswordFile),
+				"tls":           l.tlsSection(&r.TLS),
 			})
 		},
 		"http": func(n *yaml.Node, p string) {
-			l.mapping(n, p, map[string]field{"listen": l.str(&c.HTTP.Listen)})
+			l.mapping(n, p, l.httpFields(&c.HTTP))
 		},
 		"rollover": func(n *yaml.Node, p string) {
 			l.mapping(n, p, map[string]field{

@@ -14,6 +14,8 @@
 // Precedence: built-in defaults (applied in one place, defaults and
 // boardDefaults), then the file, then the environment (RANKD_KAFKA_BROKERS,
 // RANKD_REDIS_ADDR, RANKD_REDIS_ADDRS, RANKD_REDIS_PASSWORD,
-// RANKD_HTTP_LISTEN). Time zones come from the embedded IANA database, so
+// RANKD_HTTP_LISTEN, and those of secure.go). Secrets (passwords, the HTTP
+// token) come from the environment or from files named in the config; a
+// secret written in the config file is refused. Time zones come from the embedded IANA database, so
 // they resolve the same on machines without /usr/share/zoneinfo.
 package config

@@ -453,9 +453,10 @@ func (l *loader) applyEnv(c *Config, lookup func(string) (string, bool)) {
 		c.Redis.Addr, c.Redis.Addrs = "", list(addrs)
 	}
 	if v, ok := lookup("RANKD_REDIS_PASSWORD"); ok && v != "" {
-		c.Redis.Password = v
+		c.Redis.Password = Secret(v)
 	}
 	if v, ok := lookup("RANKD_HTTP_LISTEN"); ok && v != "" {
 		c.HTTP.Listen = v
 	}
+	l.applySecureEnv(c, lookup)
 }

@@ -21,6 +21,7 @@ var boardName = regexp.MustCompile(`^[a-z0-9_]+$`)
 func (l *loader) validate(c *Config, s *spec) {
 	l.validateKafka(c)
 	l.validateRedis(c)
+	l.validateSecure(c)
 	if c.HTTP.Listen == "" {
 		l.errorf("http.listen", "empty listen address")
 	}

@@ -96,6 +96,7 @@ func printConfig(w io.Writer, cfg *config.Config, at time.Time) {
 	fmt.Fprintf(tw, ", prefix %s, dedupe TTL %s\n", r.Prefix, dur(r.DedupeTTL))
 	fmt.Fprintf(tw, "http\t%s\n", cfg.HTTP.Listen)
 	fmt.Fprintf(tw, "rollover\tlead %s, every %s\n", dur(cfg.Rollover.Lead), dur(cfg.Rollover.Interval))
+	printSecurity(tw, cfg) // secure.go
 	_ = tw.Flush()
 
 	fmt.Fprintf(w, "\nboards (current periods at %s):\n", at.Format(time.RFC3339))

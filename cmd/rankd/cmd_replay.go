@@ -26,6 +26,7 @@ import (
 
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
+	"github.com/rankd/rankd/internal/secure"
 	"github.com/rankd/rankd/ranking/ingest"
 	"github.com/rankd/rankd/ranking/store"
 )
@@ -124,6 +125,7 @@ func replayMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usagef("--progress %q: want auto, bars, log or none", f.progress)
 	}
 	rc.Brokers, rc.Topics = cfg.Kafka.Brokers, replayTopics(cfg, boards)
+	rc.Dialer = secure.KafkaDialer(cfg.Kafka) // TLS, SASL
 	rc.BatchCount, rc.Parallel = f.batch, f.parallel
 	if len(rc.Topics) == 0 {
 		return usagef("no route feeds %s: nothing to replay", strings.Join(boards, ","))
@@ -559,7 +561,7 @@ func newReplayToken() string {
 
 // groupLags reads the live group's committed offsets of the replayed topics.
 func (r *replayRun) groupLags(ctx context.Context) ([]consumer.PartitionLag, error) {
-	tr := &kafka.Transport{}
+	tr := secure.KafkaTransport(r.rc.Dialer)
 	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(r.cfg.Kafka.Brokers...), Timeout: 10 * time.Second, Transport: tr}
 	lags, err := consumer.GroupLag(ctx, client, r.cfg.Kafka.Group, r.rc.Topics)

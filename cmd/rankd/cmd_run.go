@@ -17,7 +17,14 @@ SIGINT or SIGTERM stops it cleanly: it stops fetching, applies and commits
 the batch in hand (within --shutdown-timeout), drains HTTP requests, then
 closes Redis. The environment overrides addresses and secrets of the file:
 RANKD_KAFKA_BROKERS, RANKD_REDIS_ADDR, RANKD_REDIS_ADDRS,
-RANKD_REDIS_PASSWORD, RANKD_HTTP_LISTEN.`
+RANKD_REDIS_USERNAME, RANKD_REDIS_PASSWORD, RANKD_KAFKA_SASL_USERNAME,
+RANKD_KAFKA_SASL_PASSWORD, RANKD_HTTP_LISTEN, RANKD_HTTP_METRICS_LISTEN,
+RANKD_HTTP_TOKEN.
+
+At start it checks that Redis and Kafka accept its credentials and TLS
+settings: a wrong password, an untrusted certificate or TLS on one side only
+stops it with an error naming the setting (exit 1); a server that is down
+does not (it retries, and /readyz says not ready).`
 
 func runMain(ctx context.Context, args []string, _, stderr io.Writer) error {
 	fs := newFlags("run", "run --config FILE [flags]", runHelp, stderr)
@@ -41,6 +48,10 @@ func runMain(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := preflight(ctx, cfg, s.rdb, log); err != nil { // secure.go
+		_ = s.rdb.Close()
+		return err
+	}
 	ln, err := s.listen()
 	if err != nil {
 		_ = s.rdb.Close()
@@ -53,7 +64,7 @@ func runMain(ctx context.Context, args []string, _, stderr io.Writer) error {
 	log.Info("rankd running", "config", path, "brokers", strings.Join(cfg.Kafka.Brokers, ","),
 		"group", cfg.Kafka.Group, "topics", strings.Join(cfg.Kafka.Topics, ","), "workers", cfg.Kafka.Workers,
 		"redis", redisAddr, "cluster", cfg.Redis.Cluster(), "prefix", cfg.Redis.Prefix,
-		"http", ln.Addr().String(), "boards", len(cfg.Boards()))
+		"http", ln.Addr().String(), "metrics_http", metricsAddr(s.mln), "boards", len(cfg.Boards()))
 	err = s.run(ctx, ln)
 	if err != nil {
 		return err

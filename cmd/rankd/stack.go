@@ -20,6 +20,7 @@ import (
 
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
+	"github.com/rankd/rankd/internal/secure"
 	"github.com/rankd/rankd/ranking/httpapi"
 	"github.com/rankd/rankd/ranking/store"
 )
@@ -42,12 +43,13 @@ func newRedis(cfg config.Redis) redis.UniversalClient {
 	// timeout (Redis has usually run the apply scripts by then, and the
 	// resent calls would count applied messages as duplicates); rankd's
 	// own retry decides, visibly, with backoff.
-	opts := &redis.UniversalOptions{Password: cfg.Password, PoolSize: cfg.PoolSize, MaxRetries: -1}
+	opts := &redis.UniversalOptions{PoolSize: cfg.PoolSize, MaxRetries: -1}
 	if cfg.Cluster() {
 		opts.Addrs, opts.IsClusterMode = cfg.Addrs, true
 	} else {
 		opts.Addrs, opts.DB = []string{cfg.Addr}, cfg.DB
 	}
+	secure.ApplyRedis(cfg, opts) // username, password, TLS
 	return redis.NewUniversalClient(opts)
 }
 
@@ -103,6 +105,7 @@ func consumerConfig(cfg *config.Config, tune groupTuning) consumer.Config {
 		HeartbeatInterval: or(tune.heartbeatInterval, k.HeartbeatInterval),
 		RebalanceTimeout:  or(tune.rebalanceTimeout, k.RebalanceTimeout),
 		ShutdownTimeout:   or(tune.shutdownTimeout, k.ShutdownTimeout),
+		Dialer:            secure.KafkaDialer(k), // TLS, SASL
 	}
 }
 
@@ -117,6 +120,8 @@ type stack struct {
 	store *store.Store
 	cons  *consumer.Consumer
 	srv   *http.Server
+	msrv  *http.Server // of http.metrics_listen, or nil (secure.go)
+	mln   net.Listener // its listener, opened by listen
 }
 
 // newStack wires cfg's components; it connects to nothing yet. Metrics
@@ -145,19 +150,11 @@ func newStack(cfg *config.Config, log *slog.Logger, tune groupTuning) (*stack, e
 		_ = rdb.Close()
 		return nil, err
 	}
-	mux := http.NewServeMux()
 	api := httpapi.New(st, httpapi.WithRegisterer(reg), httpapi.WithLogger(log))
-	mux.Handle("/", api)
-	mux.Handle("/v1/", api)
-	mux.Handle("/metrics", consumer.GetOnly(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
-	mux.Handle("/healthz", cons.HealthHandler())
-	mux.Handle("/readyz", cons.ReadyHandler(st))
-	srv := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	return &stack{cfg: cfg, log: log, reg: reg, rdb: rdb, store: st, cons: cons, srv: srv}, nil
+	metrics := consumer.GetOnly(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	ready := cons.ReadyHandler(&quietPinger{p: st, name: "redis", log: log})
+	srv, msrv := newHTTPServers(cfg.HTTP, log, api, metrics, cons.HealthHandler(), ready)
+	return &stack{cfg: cfg, log: log, reg: reg, rdb: rdb, store: st, cons: cons, srv: srv, msrv: msrv}, nil
 }
 
 // listen opens the HTTP address before anything starts, so that a taken
@@ -166,6 +163,10 @@ func (s *stack) listen() (net.Listener, error) {
 	ln, err := net.Listen("tcp", s.cfg.HTTP.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("http listen: %w", err)
+	}
+	if s.mln, err = listenMetrics(s.cfg.HTTP); err != nil {
+		_ = ln.Close()
+		return nil, err
 	}
 	return ln, nil
 }
@@ -203,11 +204,22 @@ func (s *stack) run(ctx context.Context, ln net.Listener) error {
 		}
 		return nil
 	})
+	if s.mln != nil {
+		g.Go(func() error {
+			if err := s.msrv.Serve(s.mln); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("http metrics: %w", err)
+			}
+			return nil
+		})
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		work.Wait()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownTimeout)
 		defer cancel()
+		if s.mln != nil {
+			_ = s.msrv.Shutdown(sctx)
+		}
 		if err := s.srv.Shutdown(sctx); err != nil {
 			return fmt.Errorf("http shutdown: %w", err)
 		}
