@@ -42,7 +42,8 @@ func freeAddr(t *testing.T) string {
 // (Redis password, HTTP token) and a file (Kafka password).
 type secureWorld struct {
 	pki         *testenv.PKI
-	redis       *testenv.TLSRedis
+	redis       *testenv.TLSRedis        // standalone, or nil
+	cluster     *testenv.TLSRedisCluster // or this
 	broker      *testenv.Broker
 	dir         string
 	configPath  string
@@ -73,7 +74,7 @@ const secureConfig = `kafka:
     username: rankd
     password_file: kafka-password
 redis:
-  addr: %s
+  %s
   username: rankd
   tls:
     enabled: true
@@ -90,7 +91,14 @@ routes:
   - {topic: gift, member: anchor_id, score: coins, boards: [total_coins]}
 `
 
-func newSecureWorld(t *testing.T) *secureWorld {
+// redisACL is rankd's ACL: its keys only, no dangerous commands.
+func redisACL(pw string) []string {
+	return []string{"default off", "rankd on >" + pw + " ~rankd:* &* +@all -@dangerous"}
+}
+
+// newSecureWorld starts the servers (a Redis Cluster when cluster is true)
+// and writes the config.
+func newSecureWorld(t *testing.T, cluster bool) *secureWorld {
 	t.Helper()
 	w := &secureWorld{
 		pki:     testenv.NewPKI(t),
@@ -98,10 +106,16 @@ func newSecureWorld(t *testing.T) *secureWorld {
 		redisPW: "redis-Pw-7f3a9c1e", kafkaPW: "kafka-Pw-2b8d4e6f", token: "api-Token-5c0e1a9b7d3f",
 		apiAddr: freeAddr(t), metricsAddr: freeAddr(t),
 	}
-	w.redis = testenv.NewTLSRedis(t, testenv.TLSRedisOptions{PKI: w.pki, ClientAuth: true,
-		Users: []string{"default off", "rankd on >" + w.redisPW + " ~rankd:* &* +@all -@dangerous"},
-		// Persistent, so that the outage subtest's restart loses nothing.
-		Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
+	redisAddr := ""
+	if cluster {
+		w.cluster = testenv.NewTLSCluster(t, testenv.TLSRedisOptions{PKI: w.pki, ClientAuth: true, Users: redisACL(w.redisPW)})
+		redisAddr = "addrs: [" + strings.Join(w.cluster.Addrs(), ", ") + "]"
+	} else {
+		w.redis = testenv.NewTLSRedis(t, testenv.TLSRedisOptions{PKI: w.pki, ClientAuth: true, Users: redisACL(w.redisPW),
+			// Persistent, so that the outage subtest's restart loses nothing.
+			Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
+		redisAddr = "addr: " + w.redis.Addr()
+	}
 	w.broker = testenv.NewSecureKafka(t, testenv.SecureKafkaOptions{
 		KafkaOptions: testenv.KafkaOptions{SeedTopics: map[string]int{"gift": 3, "rankd-dead-letter": 1}},
 		TLS:          w.pki.ServerTLS(false),
@@ -113,7 +127,7 @@ func newSecureWorld(t *testing.T) *secureWorld {
 	w.kafkaPWFile = filepath.Join(w.dir, "kafka-password")
 	w.setKafkaPassword(t, w.kafkaPW)
 	w.configPath = filepath.Join(w.dir, "rankd.yaml")
-	src := fmt.Sprintf(secureConfig, strings.Join(w.broker.Addrs(), ", "), w.redis.Addr(), w.apiAddr, w.metricsAddr)
+	src := fmt.Sprintf(secureConfig, strings.Join(w.broker.Addrs(), ", "), redisAddr, w.apiAddr, w.metricsAddr)
 	if err := os.WriteFile(w.configPath, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +270,7 @@ func sameTop(got map[string]string, want map[string]int64) bool {
 // passwords stop it at once with a clear error; and no secret appears in
 // any log line, HTTP answer or `rankd config check` output.
 func TestSecureRun(t *testing.T) {
-	w := newSecureWorld(t)
+	w := newSecureWorld(t, false)
 	api, metrics := "http://"+w.apiAddr, "http://"+w.metricsAddr
 	top := api + "/v1/boards/total_coins/top"
 
@@ -448,6 +462,44 @@ func TestSecureRun(t *testing.T) {
 		w.checkNoSecrets(t, wrongRedis, wrongKafka)
 	})
 
+	w.checkNoSecrets(t)
+}
+
+// TestSecureRunCluster: `rankd run` against a Redis Cluster of TLS-only
+// masters (cluster bus over TLS, client certificates required, ACL user)
+// and the TLS + SCRAM-SHA-512 broker consumes events into the board
+// exactly and stops cleanly; nothing shows a secret.
+func TestSecureRunCluster(t *testing.T) {
+	w := newSecureWorld(t, true)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		code, _ := w.rankd(ctx, "run", "--config", w.configPath, "--log-level", "debug")
+		done <- code
+	}()
+	want := w.produce(t, 60)
+	w.waitFor(t, "http://"+w.apiAddr+"/v1/boards/total_coins/top", w.token, 60*time.Second, func(code int, body string) bool {
+		return code == 200 && sameTop(topOf(t, body), want)
+	})
+	w.waitFor(t, "http://"+w.metricsAddr+"/readyz", "", 30*time.Second, func(code int, body string) bool { return code == 200 })
+	if code, body := w.get(t, "http://"+w.metricsAddr+"/metrics", w.token); code != 200 || !strings.Contains(body, "rankd_consumer_") {
+		t.Errorf("/metrics: %d %.200s", code, body)
+	}
+	// The board's keys are on the cluster, under the ACL's pattern.
+	n, err := w.cluster.AdminClient(t).Exists(t.Context(), "rankd:{total_coins}:t:all").Result()
+	if err != nil || n != 1 {
+		t.Fatalf("EXISTS rankd:{total_coins}:t:all on the cluster: %d, %v", n, err)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Fatalf("rankd run exited %d", code)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("rankd run did not stop within 60s of its context")
+	}
 	w.checkNoSecrets(t)
 }
 
