@@ -225,10 +225,44 @@ func (w *secureWorld) produce(t *testing.T, n int) map[string]int64 {
 			i, ts+int64(i), i%7, anchor, coins)
 		msgs = append(msgs, kafka.Message{Key: []byte(anchor), Value: []byte(v)})
 	}
+	// And one that is not JSON: dead-lettered, through TLS and SASL too.
+	msgs = append(msgs, kafka.Message{Key: []byte("bad"), Value: []byte(badEvent)})
 	if err := wr.WriteMessages(t.Context(), msgs...); err != nil {
 		t.Fatalf("producing over TLS+SASL: %v", err)
 	}
 	return want
+}
+
+const badEvent = "not json at all"
+
+// deadLetters reads the dead-letter topic (one partition) through TLS and
+// SASL until it holds n messages, and returns their values and reasons.
+func (w *secureWorld) deadLetters(t *testing.T, n int) []string {
+	t.Helper()
+	cfg, err := config.Load(w.configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: cfg.Kafka.Brokers, Topic: cfg.Kafka.DeadLetterTopic, Partition: 0,
+		Dialer: secure.KafkaDialer(cfg.Kafka), MaxWait: 100 * time.Millisecond})
+	defer r.Close()
+	var out []string
+	for len(out) < n {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("reading the dead letters after %d: %v", len(out), err)
+		}
+		reason := ""
+		for _, h := range m.Headers {
+			if h.Key == "reason" {
+				reason = string(h.Value)
+			}
+		}
+		out = append(out, reason+": "+string(m.Value))
+	}
+	return out
 }
 
 // topOf decodes a top answer into member -> value.
@@ -288,6 +322,12 @@ func TestSecureRun(t *testing.T) {
 	want := w.produce(t, 40)
 	w.waitFor(t, top, w.token, 60*time.Second, func(code int, body string) bool {
 		return code == 200 && sameTop(topOf(t, body), want)
+	})
+
+	t.Run("dead letters", func(t *testing.T) {
+		if got := w.deadLetters(t, 1); len(got) != 1 || got[0] != "decode: "+badEvent {
+			t.Fatalf("dead letters %q, want [%q]", got, "decode: "+badEvent)
+		}
 	})
 
 	t.Run("token", func(t *testing.T) {

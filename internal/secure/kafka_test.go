@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -198,4 +200,31 @@ func TestKafkaTLSToPlainBroker(t *testing.T) {
 	b := testenv.NewKafka(t, testenv.KafkaOptions{})
 	cfg := loadKafkaConfig(t, b.Addrs(), "  tls:\n    enabled: true\n    ca_file: "+pki.CAFile+"\n")
 	wantMisconfig(t, probeKafka(t, cfg), "kafka.tls")
+}
+
+// TestMechanismRereadsPasswordFile: the SASL mechanism reads the password
+// file whenever a connection authenticates, so a rotated file is used by
+// the next connection without a restart.
+func TestMechanismRereadsPasswordFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "pw")
+	for _, pw := range []string{"first-password", "rotated-password"} {
+		if err := os.WriteFile(file, []byte(pw+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		m := secure.Mechanism(config.SASL{Mechanism: config.SASLPlain, Username: "u", PasswordFile: file})
+		_, ir, err := m.Start(t.Context())
+		if err != nil || string(ir) != "\x00u\x00"+pw {
+			t.Fatalf("PLAIN initial response %q, %v; want the file's password %q", ir, err, pw)
+		}
+	}
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := secure.Mechanism(config.SASL{Mechanism: config.SASLScramSHA512, Username: "u", PasswordFile: file}).Start(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "kafka.sasl.password_file: open "+file) {
+		t.Fatalf("missing file: %v", err)
+	}
+	if me := secure.Classify("kafka", err); me == nil {
+		t.Fatalf("a missing password file is not classified as a misconfiguration")
+	}
 }
