@@ -26,7 +26,7 @@ import (
 
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
-	"github.com/rankd/rankd/internal/secure"
+	"github.com/rankd/rankd/cmd/rankd/internal/secure"
 	"github.com/rankd/rankd/ranking/ingest"
 	"github.com/rankd/rankd/ranking/store"
 )

@@ -16,7 +16,7 @@ import (
 
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
-	"github.com/rankd/rankd/internal/secure"
+	"github.com/rankd/rankd/cmd/rankd/internal/secure"
 )
 
 // newHTTPServers returns the HTTP server of http.listen and, when

@@ -20,7 +20,7 @@ import (
 
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
-	"github.com/rankd/rankd/internal/secure"
+	"github.com/rankd/rankd/cmd/rankd/internal/secure"
 	"github.com/rankd/rankd/ranking/httpapi"
 	"github.com/rankd/rankd/ranking/store"
 )
