@@ -115,13 +115,9 @@ func (s *server) renderer(b *ranking.Board, p ranking.Period) renderer {
 	case ranking.WindowPeriodic:
 		base = p.Start
 	case ranking.WindowRolling: // S(k) is the window of periods k-N+1..k
-		cal := b.Calendar()
-		for range b.Periods - 1 {
-			p = cal.Prev(p)
-		}
-		base = p.Start
+		base = b.WindowStart(p).Start
 	}
-	rd.tieBase = floorDiv(base.UnixMilli(), rd.unitMs) * rd.unitMs
+	rd.tieBase = ranking.FloorDiv(base.UnixMilli(), rd.unitMs) * rd.unitMs
 	return rd
 }
 
@@ -178,14 +174,6 @@ func fixed(v int64, d int) json.Number {
 		s = "-" + s
 	}
 	return json.Number(s)
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
 }
 
 // field is one member of an object.
