@@ -11,9 +11,10 @@
 // YAML anchors, aliases and merge keys (<<) work; top-level keys starting
 // with "x-" are ignored, to hold shared settings.
 //
-// Precedence: built-in defaults (applied in one place, defaults and
-// boardDefaults), then the file, then the environment (RANKD_KAFKA_BROKERS,
-// RANKD_REDIS_ADDR, RANKD_REDIS_ADDRS, RANKD_REDIS_PASSWORD,
-// RANKD_HTTP_LISTEN). Time zones come from the embedded IANA database, so
-// they resolve the same on machines without /usr/share/zoneinfo.
+// Precedence: built-in defaults (defaults, which takes them from the
+// packages that own them, and ranking.NewBoard), then the file, then the
+// environment (the Env* constants: RANKD_KAFKA_BROKERS, RANKD_REDIS_ADDR,
+// RANKD_REDIS_ADDRS, RANKD_REDIS_PASSWORD, RANKD_HTTP_LISTEN). Time zones
+// come from the embedded IANA database, so they resolve the same on
+// machines without /usr/share/zoneinfo.
 package config
