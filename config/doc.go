@@ -5,8 +5,8 @@
 // Load is strict and complete: unknown keys, bad values and inconsistent
 // boards or routes are all reported at once, sorted by position, each as
 // "file:line:column: field: message" (an *Error). A Config that Load returns
-// is valid: its boards pass ranking.NewCodec and its routes compile into a
-// ingest.Router.
+// is valid: its boards pass ranking.Board.Validate (normalized by
+// Board.Normalize) and its routes compile into an ingest.Router.
 //
 // YAML anchors, aliases and merge keys (<<) work; top-level keys starting
 // with "x-" are ignored, to hold shared settings.

@@ -122,10 +122,11 @@ func (l *loader) validateRedis(c *Config) {
 	if r.DB < 0 {
 		l.errorf("redis.db", "must not be negative, got %d", r.DB)
 	}
-	if r.Prefix == "" || strings.ContainsAny(r.Prefix, "{}:") {
+	// The store's rule (non-empty, no hash tag braces); the file also
+	// refuses ':', so that no prefix looks like another's replay generation
+	// (<prefix>:g<N>, <prefix>:gens).
+	if err := store.ValidatePrefix(r.Prefix); err != nil || strings.Contains(r.Prefix, ":") {
 		l.errorf("redis.prefix", "prefix %q must be non-empty without '{', '}' or ':'", r.Prefix)
-	} else if err := store.ValidatePrefix(r.Prefix); err != nil {
-		l.errorf("redis.prefix", "%v", err)
 	}
 	if r.DedupeTTL <= 0 {
 		l.errorf("redis.dedupe_ttl", "must be positive, got %v", r.DedupeTTL)
