@@ -6,8 +6,10 @@ import (
 	"time"
 	_ "time/tzdata" // time zones on machines without a zoneinfo database
 
+	"github.com/rankd/rankd/consumer"
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/ingest"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 //go:embed example.yaml
@@ -149,47 +151,29 @@ func (c *Config) Router() (*ingest.Router, error) {
 }
 
 // defaults returns a Config holding every default; the file overrides it.
+// The defaults of the Kafka consumer are the consumer package's, those of
+// the store ranking/store's; the group name, the topics (the routes') and
+// the HTTP address are the file's own. The per-board defaults are
+// ranking.NewBoard's and ranking.Board.Normalize's.
 func defaults() *Config {
 	return &Config{
 		Kafka: Kafka{
-			Group:             "rankd",
-			Workers:           2,
-			Batch:             Batch{Count: 1000, Bytes: 4 << 20, Linger: 20 * time.Millisecond},
-			DeadLetterTopic:   "rankd-dead-letter",
+			Group:   "rankd",
+			Workers: consumer.DefaultWorkers,
+			Batch: Batch{Count: consumer.DefaultBatchCount, Bytes: consumer.DefaultBatchBytes,
+				Linger: consumer.DefaultLinger},
+			DeadLetterTopic:   consumer.DefaultDeadLetterTopic,
 			MaxMessageBytes:   ingest.DefaultMaxMessageBytes,
 			FutureSkew:        ingest.DefaultFutureSkew,
-			MinBytes:          1,
-			MaxWait:           250 * time.Millisecond,
-			SessionTimeout:    10 * time.Second,
-			HeartbeatInterval: time.Second,
-			RebalanceTimeout:  10 * time.Second,
-			ShutdownTimeout:   10 * time.Second,
+			MinBytes:          consumer.DefaultMinBytes,
+			MaxWait:           consumer.DefaultMaxWait,
+			SessionTimeout:    consumer.DefaultSessionTimeout,
+			HeartbeatInterval: consumer.DefaultHeartbeatInterval,
+			RebalanceTimeout:  consumer.DefaultRebalanceTimeout,
+			ShutdownTimeout:   consumer.DefaultShutdownTimeout,
 		},
-		Redis:    Redis{Prefix: "rankd", DedupeTTL: 24 * time.Hour},
+		Redis:    Redis{Prefix: store.DefaultPrefix, DedupeTTL: store.DefaultDedupeTTL},
 		HTTP:     defaultHTTP(),
-		Rollover: Rollover{Lead: 10 * time.Minute, Interval: time.Minute},
+		Rollover: Rollover{Lead: store.DefaultRolloverLead, Interval: store.DefaultRolloverInterval},
 	}
 }
-
-// DefaultGrace is a board's grace when the file gives none.
-const DefaultGrace = 5 * time.Minute
-
-// boardDefaults returns a board holding the per-board defaults; retention
-// depends on the window and is resolved by defaultRetention.
-func boardDefaults() *ranking.Board {
-	return &ranking.Board{
-		Location:  time.UTC,
-		WeekStart: time.Monday,
-		Aggregate: ranking.AggSum,
-		Order:     ranking.Desc,
-		Tiebreak:  ranking.TieNone,
-		TieUnit:   ranking.DefaultTieUnit,
-		Grace:     DefaultGrace,
-	}
-}
-
-// defaultRetention is how long past periods stay readable when the file
-// does not say: 2 periods plus the grace (periodic), the window plus one
-// period plus the grace (rolling), forever (total, 0); see
-// ranking.Board.DefaultRetention, which the store uses too.
-func defaultRetention(b *ranking.Board) time.Duration { return b.DefaultRetention() }

@@ -139,7 +139,7 @@ func TestBrokenConfigs(t *testing.T) {
 		{"bad timezone", "every: 1d", "every: 1d\n    timezone: Mars/Olympus", `t.yaml:6:15: boards[0].timezone: unknown time zone "Mars/Olympus"`},
 		{"local timezone", "every: 1d", "every: 1d\n    timezone: Local", `t.yaml:6:15: boards[0].timezone: unknown time zone "Local"`},
 		{"sort too wide", "every: 1d", "every: 1d\n    aggregate: max\n    tiebreak: first\n    sort:\n      - {field: a, bits: 30}\n      - {field: b, bits: 10, order: asc}",
-			`t.yaml:9:7: boards[0].sort: board "b": sort key needs 30+10=40 bits plus 17 tie bits, only 53 fit in a double`},
+			`t.yaml:9:7: boards[0].sort: sort key needs 30+10=40 bits plus 17 tie bits, only 53 fit in a double`},
 		{"rolling max", "every: 1d", "every: 1d\n    window: rolling\n    periods: 7\n    aggregate: max", `t.yaml:8:16: boards[0].aggregate: a rolling board must use aggregate sum, got max`},
 		{"rolling without periods", "every: 1d", "every: 1d\n    window: rolling", `t.yaml:4:5: boards[0].periods: a rolling board needs periods >= 1, got 0`},
 		{"periodic without every", "every: 1d", "window: periodic", `t.yaml:4:5: boards[0].every: a periodic board needs every`},
@@ -226,10 +226,10 @@ routes:
 }
 
 func TestEnvOverrides(t *testing.T) {
-	t.Setenv("RANKD_KAFKA_BROKERS", "k1:9092, k2:9092")
-	t.Setenv("RANKD_REDIS_ADDRS", "r1:7000,r2:7000")
-	t.Setenv("RANKD_REDIS_PASSWORD", "s3cret")
-	t.Setenv("RANKD_HTTP_LISTEN", "127.0.0.1:9000")
+	t.Setenv(EnvKafkaBrokers, "k1:9092, k2:9092")
+	t.Setenv(EnvRedisAddrs, "r1:7000,r2:7000")
+	t.Setenv(EnvRedisPassword, "s3cret")
+	t.Setenv(EnvHTTPListen, "127.0.0.1:9000")
 	c, err := LoadBytes("example.yaml", Example())
 	if err != nil {
 		t.Fatal(err)
@@ -240,11 +240,11 @@ func TestEnvOverrides(t *testing.T) {
 		t.Fatalf("overrides not applied: %+v %+v %+v", c.Kafka, c.Redis, c.HTTP)
 	}
 
-	t.Setenv("RANKD_REDIS_ADDR", "r0:6379")
+	t.Setenv(EnvRedisAddr, "r0:6379")
 	if _, err := LoadBytes("example.yaml", Example()); err == nil || !strings.Contains(err.Error(), "both RANKD_REDIS_ADDR and RANKD_REDIS_ADDRS") {
 		t.Fatalf("both redis env vars: err = %v", err)
 	}
-	t.Setenv("RANKD_REDIS_ADDRS", "")
+	t.Setenv(EnvRedisAddrs, "")
 	c, err = LoadBytes("example.yaml", Example())
 	if err != nil || c.Redis.Addr != "r0:6379" || c.Redis.Cluster() {
 		t.Fatalf("RANKD_REDIS_ADDR: %+v, %v", c.Redis, err)
@@ -378,7 +378,7 @@ func TestEveryErrorOfABoard(t *testing.T) {
 		}},
 		{"rolling without periods, sort too wide", "every: 1d", "every: 1d\n    window: rolling\n    sort:\n      - {field: a, bits: 30}\n      - {field: c, bits: 30}", []string{
 			`t.yaml:4:5: boards[0].periods: a rolling board needs periods >= 1, got 0`,
-			`t.yaml:8:7: boards[0].sort: board "b": multi-factor sort needs aggregate max, min or last, not sum`,
+			`t.yaml:8:7: boards[0].sort: multi-factor sort needs aggregate max, min or last, not sum`,
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -151,7 +151,7 @@ var weekdays = []string{"sunday", "monday", "tuesday", "wednesday", "thursday", 
 
 // board decodes one board over the per-board defaults.
 func (l *loader) board(n *yaml.Node, path string) *ranking.Board {
-	b := boardDefaults()
+	b := ranking.NewBoard("")
 	l.mapping(n, path, map[string]field{
 		"name":   l.str(&b.Name),
 		"title":  l.str(&b.Title),
@@ -449,9 +449,4 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
-}
-
-// describe is used in messages that list a board's settings.
-func describe(b *ranking.Board) string {
-	return fmt.Sprintf("aggregate %v, order %v, tiebreak %v", b.Aggregate, b.Order, b.Tiebreak)
 }

@@ -5,17 +5,17 @@
 // Load is strict and complete: unknown keys, bad values and inconsistent
 // boards or routes are all reported at once, sorted by position, each as
 // "file:line:column: field: message" (an *Error). A Config that Load returns
-// is valid: its boards pass ranking.NewCodec and its routes compile into a
-// ingest.Router.
+// is valid: its boards pass ranking.Board.Validate (normalized by
+// Board.Normalize) and its routes compile into an ingest.Router.
 //
 // YAML anchors, aliases and merge keys (<<) work; top-level keys starting
 // with "x-" are ignored, to hold shared settings.
 //
-// Precedence: built-in defaults (applied in one place, defaults and
-// boardDefaults), then the file, then the environment (RANKD_KAFKA_BROKERS,
-// RANKD_REDIS_ADDR, RANKD_REDIS_ADDRS, RANKD_REDIS_PASSWORD,
-// RANKD_HTTP_LISTEN, and those of secure.go). Secrets (passwords, the HTTP
-// token) come from the environment or from files named in the config; a
-// secret written in the config file is refused. Time zones come from the embedded IANA database, so
-// they resolve the same on machines without /usr/share/zoneinfo.
+// Precedence: built-in defaults (defaults, which takes them from the
+// packages that own them, and ranking.NewBoard), then the file, then the
+// environment (the Env* constants, listed by EnvNames). Secrets
+// (passwords, the HTTP token) come from the environment or from files
+// named in the config; a secret written in the config file is refused.
+// Time zones come from the embedded IANA database, so they resolve the
+// same on machines without /usr/share/zoneinfo.
 package config

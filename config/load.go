@@ -438,24 +438,24 @@ func (l *loader) applyEnv(c *Config, lookup func(string) (string, bool)) {
 		}
 		return out
 	}
-	if v, ok := lookup("RANKD_KAFKA_BROKERS"); ok && v != "" {
+	if v, ok := lookup(EnvKafkaBrokers); ok && v != "" {
 		c.Kafka.Brokers = list(v)
 	}
-	addr, hasAddr := lookup("RANKD_REDIS_ADDR")
-	addrs, hasAddrs := lookup("RANKD_REDIS_ADDRS")
+	addr, hasAddr := lookup(EnvRedisAddr)
+	addrs, hasAddrs := lookup(EnvRedisAddrs)
 	hasAddr, hasAddrs = hasAddr && addr != "", hasAddrs && addrs != ""
 	switch {
 	case hasAddr && hasAddrs:
-		l.errs = append(l.errs, &Error{File: l.file, Field: "redis", Msg: "both RANKD_REDIS_ADDR and RANKD_REDIS_ADDRS are set"})
+		l.errs = append(l.errs, &Error{File: l.file, Field: "redis", Msg: "both " + EnvRedisAddr + " and " + EnvRedisAddrs + " are set"})
 	case hasAddr:
 		c.Redis.Addr, c.Redis.Addrs = addr, nil
 	case hasAddrs:
 		c.Redis.Addr, c.Redis.Addrs = "", list(addrs)
 	}
-	if v, ok := lookup("RANKD_REDIS_PASSWORD"); ok && v != "" {
+	if v, ok := lookup(EnvRedisPassword); ok && v != "" {
 		c.Redis.Password = Secret(v)
 	}
-	if v, ok := lookup("RANKD_HTTP_LISTEN"); ok && v != "" {
+	if v, ok := lookup(EnvHTTPListen); ok && v != "" {
 		c.HTTP.Listen = v
 	}
 	l.applySecureEnv(c, lookup)

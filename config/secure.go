@@ -176,16 +176,6 @@ func SecretSource(s Secret, file, env string) string {
 	return "none"
 }
 
-// Environment variables of the secrets and security settings.
-const (
-	EnvRedisUsername     = "RANKD_REDIS_USERNAME"
-	EnvRedisPassword     = "RANKD_REDIS_PASSWORD"
-	EnvKafkaSASLUsername = "RANKD_KAFKA_SASL_USERNAME"
-	EnvKafkaSASLPassword = "RANKD_KAFKA_SASL_PASSWORD"
-	EnvHTTPToken         = "RANKD_HTTP_TOKEN"
-	EnvHTTPMetricsListen = "RANKD_HTTP_METRICS_LISTEN"
-)
-
 // MinTokenLen is the shortest accepted http.token.
 const MinTokenLen = 16
 

@@ -28,8 +28,7 @@ routes:
 
 // clearSecureEnv empties every environment variable the loader reads.
 func clearSecureEnv(t *testing.T) {
-	for _, k := range []string{"RANKD_KAFKA_BROKERS", "RANKD_REDIS_ADDR", "RANKD_REDIS_ADDRS", "RANKD_HTTP_LISTEN",
-		EnvRedisUsername, EnvRedisPassword, EnvKafkaSASLUsername, EnvKafkaSASLPassword, EnvHTTPToken, EnvHTTPMetricsListen} {
+	for _, k := range EnvNames() {
 		t.Setenv(k, "")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -13,8 +12,6 @@ import (
 	"github.com/rankd/rankd/ranking/ingest"
 	"github.com/rankd/rankd/ranking/store"
 )
-
-var boardName = regexp.MustCompile(`^[a-z0-9_]+$`)
 
 // validate checks the decoded configuration, resolves the remaining
 // defaults and builds the boards and schemas of c. It records every error.
@@ -45,8 +42,8 @@ func (l *loader) validate(c *Config, s *spec) {
 	for i, b := range s.boards {
 		p := fmt.Sprintf("boards[%d]", i)
 		before := len(l.errs)
-		l.validateName(b, p)
 		if broken[p] {
+			l.validateName(b, p)
 			invalid[b.Name] = true
 		} else {
 			l.validateBoard(b, p)
@@ -67,7 +64,7 @@ func (l *loader) validate(c *Config, s *spec) {
 func (l *loader) validateKafka(c *Config) {
 	k := &c.Kafka
 	if len(k.Brokers) == 0 {
-		l.errorf("kafka.brokers", "no brokers (set kafka.brokers or RANKD_KAFKA_BROKERS)")
+		l.errorf("kafka.brokers", "no brokers (set kafka.brokers or %s)", EnvKafkaBrokers)
 	}
 	for i, b := range k.Brokers {
 		if _, _, err := net.SplitHostPort(b); err != nil {
@@ -117,7 +114,7 @@ func (l *loader) validateRedis(c *Config) {
 	r := &c.Redis
 	switch {
 	case r.Addr == "" && len(r.Addrs) == 0:
-		l.errorf("redis.addr", "no address (set redis.addr, redis.addrs for a cluster, or RANKD_REDIS_ADDR)")
+		l.errorf("redis.addr", "no address (set redis.addr, redis.addrs for a cluster, or %s)", EnvRedisAddr)
 	case r.Addr != "" && len(r.Addrs) > 0:
 		l.errorf("redis.addrs", "set either addr (standalone) or addrs (cluster), not both")
 	case len(r.Addrs) > 0 && r.DB != 0:
@@ -126,10 +123,11 @@ func (l *loader) validateRedis(c *Config) {
 	if r.DB < 0 {
 		l.errorf("redis.db", "must not be negative, got %d", r.DB)
 	}
-	if r.Prefix == "" || strings.ContainsAny(r.Prefix, "{}:") {
+	// The store's rule (non-empty, no hash tag braces); the file also
+	// refuses ':', so that no prefix looks like another's replay generation
+	// (<prefix>:g<N>, <prefix>:gens).
+	if err := store.ValidatePrefix(r.Prefix); err != nil || strings.Contains(r.Prefix, ":") {
 		l.errorf("redis.prefix", "prefix %q must be non-empty without '{', '}' or ':'", r.Prefix)
-	} else if err := store.ValidatePrefix(r.Prefix); err != nil {
-		l.errorf("redis.prefix", "%v", err)
 	}
 	if r.DedupeTTL <= 0 {
 		l.errorf("redis.dedupe_ttl", "must be positive, got %v", r.DedupeTTL)
@@ -139,141 +137,50 @@ func (l *loader) validateRedis(c *Config) {
 	}
 }
 
-// validateName checks the name of a board, also of a board that failed
-// to decode for another reason (issue 11: its name error was hidden).
+// validateName checks the name of a board that failed to decode for
+// another reason (issue 11: its name error was hidden); validateBoard
+// checks the name of the others.
 func (l *loader) validateName(b *ranking.Board, p string) {
 	for _, e := range l.errs {
 		if e.Field == p+".name" {
 			return // the name did not decode: reported already
 		}
 	}
-	switch {
-	case b.Name == "":
-		l.errorf(p, "missing name")
-	case !boardName.MatchString(b.Name):
-		l.errorf(p+".name", "board name %q must match [a-z0-9_]+", b.Name)
-	}
+	l.boardErrors(p, b.ValidateName())
 }
 
-// validateBoard checks one board and resolves its window and retention.
+// validateBoard resolves the window the file implies, checks the board
+// with the model's rules (ranking.Board.ValidateWritten), reporting each
+// problem at the setting's position, and resolves the remaining defaults
+// (ranking.Board.Normalize).
 func (l *loader) validateBoard(b *ranking.Board, p string) {
-	f := func(name string) string { return p + "." + name }
-	if !l.has(f("window")) && l.has(f("every")) {
+	written := func(setting string) bool { return l.has(p + "." + setting) }
+	// A board with every and no window is periodic (the file's default;
+	// the model's zero Window is total).
+	if !written("window") && written("every") {
 		b.Window = ranking.WindowPeriodic
 	}
-	switch b.Window {
-	case ranking.WindowTotal:
-		for _, k := range []string{"every", "periods"} {
-			if l.has(f(k)) {
-				l.errorf(f(k), "%s is only for periodic and rolling boards", k)
-			}
-		}
-	case ranking.WindowPeriodic:
-		if l.has(f("periods")) {
-			l.errorf(f("periods"), "periods is only for rolling boards")
-		}
-	case ranking.WindowRolling:
-		if b.Periods < 1 {
-			l.errorf(f("periods"), "a rolling board needs periods >= 1, got %d", b.Periods)
-		}
-		if b.Aggregate != ranking.AggSum {
-			l.errorf(f("aggregate"), "a rolling board must use aggregate sum, got %v", b.Aggregate)
-		}
+	l.boardErrors(p, b.ValidateWritten(written))
+	b.Normalize()
+}
+
+// boardErrors records the errors of the board at path p (each a
+// *ranking.BoardError, joined) at the positions of their settings.
+func (l *loader) boardErrors(p string, err error) {
+	if err == nil {
+		return
 	}
-	if b.Window != ranking.WindowTotal && !l.has(f("every")) {
-		l.errorf(f("every"), "a %v board needs every (30m, 1h, ..., 1d, 1w, 1mo)", b.Window)
-	}
-	for _, k := range []string{"tie_epoch", "tie_horizon"} {
-		if l.has(f(k)) && b.Window != ranking.WindowTotal {
-			l.errorf(f(k), "%s is only for total boards", k)
-		}
-	}
-	if l.has(f("tie_horizon")) && b.TieHorizon <= 0 {
-		l.errorf(f("tie_horizon"), "must be positive, got %v", b.TieHorizon)
-	}
-	if b.Decimals < 0 || b.Decimals > 18 {
-		l.errorf(f("decimals"), "must be in [0, 18], got %d", b.Decimals)
-	}
-	if b.Grace < 0 {
-		l.errorf(f("grace"), "must not be negative, got %v", b.Grace)
-	}
-	l.validateKeepTop(b, p)
-	if b.HasBase && (b.Aggregate != ranking.AggSum || b.Window == ranking.WindowRolling) {
-		l.errorf(f("base"), "base needs a periodic or total board with aggregate sum (this one is %v with aggregate %v)", b.Window, b.Aggregate)
-	}
-	seen := map[string]bool{}
-	for i, sf := range b.Sort {
-		if !seen[sf.Name] && isIdent(sf.Name) {
-			seen[sf.Name] = true
+	for _, e := range unjoin(err) {
+		var be *ranking.BoardError
+		if !errors.As(e, &be) {
+			l.errorf(p, "%v", e)
 			continue
 		}
-		l.errorf(fmt.Sprintf("%s.sort[%d].field", p, i), "sort factor name %q is empty, repeated or not an identifier", sf.Name)
-	}
-	l.resolveRetention(b, p)
-	// The codec's own checks of the window are reported above: check the
-	// rest of the board only (issue 11: a rolling board without periods
-	// was reported twice).
-	cb := *b
-	if cb.Window == ranking.WindowRolling && cb.Periods < 1 {
-		cb.Periods = 1
-	}
-	if cb.Window != ranking.WindowTotal && cb.Every.Kind == ranking.UnitNone {
-		return
-	}
-	if _, err := ranking.NewCodec(&cb); err != nil {
-		at := p
-		switch {
-		case len(b.Sort) > 0:
-			at = f("sort")
-		case l.has(f("tie_unit")):
-			at = f("tie_unit")
-		case l.has(f("tiebreak")):
-			at = f("tiebreak")
+		path := p
+		if be.Setting != "" {
+			path += "." + be.Setting
 		}
-		l.errorf(at, "%v", err)
-	}
-}
-
-// validateKeepTop allows keep_top only where an update never lowers a
-// member's rank position, so that a trimmed member can never belong back.
-func (l *loader) validateKeepTop(b *ranking.Board, p string) {
-	if b.KeepTop < 0 {
-		l.errorf(p+".keep_top", "must not be negative, got %d", b.KeepTop)
-	}
-	if b.KeepTop <= 0 {
-		return
-	}
-	if b.Window == ranking.WindowRolling {
-		l.errorf(p+".keep_top", "keep_top does not work on rolling boards (members fall as periods leave the window)")
-		return
-	}
-	ok := (b.Aggregate == ranking.AggSum && b.Order == ranking.Desc ||
-		b.Aggregate == ranking.AggMax && b.Order == ranking.Desc ||
-		b.Aggregate == ranking.AggMin && b.Order == ranking.Asc) &&
-		(b.Tiebreak == ranking.TieNone || b.Tiebreak == ranking.TieFirst)
-	if !ok {
-		l.errorf(p+".keep_top", "keep_top needs updates that never lower a member: aggregate sum or max with order desc, "+
-			"or min with order asc, and tiebreak none or first (this board: %s)", describe(b))
-	}
-}
-
-// resolveRetention applies the default retention or checks the given one.
-func (l *loader) resolveRetention(b *ranking.Board, p string) {
-	path := p + ".retention"
-	if !l.has(path) {
-		b.Retention = defaultRetention(b)
-		return
-	}
-	switch {
-	case b.Window == ranking.WindowTotal:
-		l.errorf(path, "total boards never expire: remove retention")
-	case b.Retention < b.Grace:
-		l.errorf(path, "retention %v is shorter than grace %v", b.Retention, b.Grace)
-	case b.Window == ranking.WindowRolling && b.Periods >= 1:
-		if least := defaultRetention(b) - b.Grace; b.Retention < least {
-			l.errorf(path, "a rolling board of %d × %v needs a retention of at least %v (periods+1 of the longest period)",
-				b.Periods, b.Every, least)
-		}
+		l.errorf(path, "%v", be.Err)
 	}
 }
 
@@ -339,18 +246,4 @@ func (l *loader) validateRoutes(c *Config, invalid, broken map[string]bool) {
 		}
 		l.errorf(fmt.Sprintf("routes[%d].%s", i, re.Field), "%v", re.Err)
 	}
-}
-
-// isIdent reports whether s is an identifier: a letter or '_', then
-// letters, digits or '_'.
-func isIdent(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, c := range s {
-		if c != '_' && !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9') {
-			return false
-		}
-	}
-	return true
 }

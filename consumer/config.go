@@ -15,7 +15,7 @@ type Config struct {
 	Group   string   // consumer group; required
 	Topics  []string // topics to consume; required
 	// Workers is the number of group readers (members) in this process;
-	// default 1. Partitions are the unit of parallelism: workers beyond the
+	// default 2. Partitions are the unit of parallelism: workers beyond the
 	// partition count idle.
 	Workers int
 
@@ -44,8 +44,9 @@ type Config struct {
 	// Reader settings (kafka-go). Defaults: MinBytes 1, MaxBytes 1 MB,
 	// MaxWait 250ms (at most 500ms: Reader.Close waits for it), QueueCapacity
 	// 1000, StartOffset kafka.FirstOffset (where a new group starts;
-	// kafka.LastOffset for the end), and kafka-go's group timeouts
-	// (HeartbeatInterval 3s, SessionTimeout 30s, RebalanceTimeout 30s).
+	// kafka.LastOffset for the end), HeartbeatInterval 1s, SessionTimeout
+	// 10s (a crashed worker's partitions move after this long) and
+	// RebalanceTimeout 10s.
 	MinBytes          int
 	MaxBytes          int
 	MaxWait           time.Duration
@@ -79,16 +80,29 @@ type Config struct {
 	StallTimeout time.Duration
 }
 
-// Defaults of Config.
+// Defaults of Config, taken by its zero values. They are the only copy:
+// the config package's kafka section refers to them.
 const (
+	DefaultWorkers            = 2
 	DefaultBatchCount         = 1000
 	DefaultBatchBytes         = 4 << 20
 	DefaultLinger             = 20 * time.Millisecond
 	DefaultDeadLetterTopic    = "rankd-dead-letter"
 	DefaultDeadLetterMaxBytes = 1<<20 - 64<<10
 	DefaultShutdownTimeout    = 10 * time.Second
+	DefaultMinBytes           = 1
+	DefaultMaxBytes           = 1_000_000
 	DefaultMaxWait            = 250 * time.Millisecond
+	DefaultQueueCapacity      = 1000
+	DefaultHeartbeatInterval  = time.Second
+	DefaultSessionTimeout     = 10 * time.Second
+	DefaultRebalanceTimeout   = 10 * time.Second
+	DefaultRetryMin           = 100 * time.Millisecond
+	DefaultRetryMax           = 5 * time.Second
+	DefaultCommitAttempts     = 5
+	DefaultCommitTimeout      = 10 * time.Second
 	DefaultLagInterval        = 15 * time.Second
+	DefaultStallTimeout       = 30 * time.Second
 )
 
 // withDefaults returns c with every zero value replaced by its default.
@@ -103,7 +117,7 @@ func (c Config) withDefaults() Config {
 			*v = d
 		}
 	}
-	set(&c.Workers, 1)
+	set(&c.Workers, DefaultWorkers)
 	set(&c.BatchCount, DefaultBatchCount)
 	set(&c.BatchBytes, DefaultBatchBytes)
 	setD(&c.Linger, DefaultLinger)
@@ -112,19 +126,22 @@ func (c Config) withDefaults() Config {
 	}
 	set(&c.DeadLetterMaxBytes, DefaultDeadLetterMaxBytes)
 	setD(&c.ShutdownTimeout, DefaultShutdownTimeout)
-	set(&c.MinBytes, 1)
-	set(&c.MaxBytes, 1e6)
+	set(&c.MinBytes, DefaultMinBytes)
+	set(&c.MaxBytes, DefaultMaxBytes)
 	setD(&c.MaxWait, DefaultMaxWait)
-	set(&c.QueueCapacity, 1000)
+	set(&c.QueueCapacity, DefaultQueueCapacity)
+	setD(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	setD(&c.SessionTimeout, DefaultSessionTimeout)
+	setD(&c.RebalanceTimeout, DefaultRebalanceTimeout)
 	if c.StartOffset == 0 {
 		c.StartOffset = kafka.FirstOffset
 	}
-	setD(&c.RetryMin, 100*time.Millisecond)
-	setD(&c.RetryMax, 5*time.Second)
-	set(&c.CommitAttempts, 5)
-	setD(&c.CommitTimeout, 10*time.Second)
+	setD(&c.RetryMin, DefaultRetryMin)
+	setD(&c.RetryMax, DefaultRetryMax)
+	set(&c.CommitAttempts, DefaultCommitAttempts)
+	setD(&c.CommitTimeout, DefaultCommitTimeout)
 	setD(&c.LagInterval, DefaultLagInterval)
-	setD(&c.StallTimeout, 30*time.Second)
+	setD(&c.StallTimeout, DefaultStallTimeout)
 	return c
 }
 

@@ -9,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/ingest"
 	"github.com/rankd/rankd/ranking/store"
@@ -26,10 +25,7 @@ import (
 //
 //	go test ./consumer -run '^$' -fuzz FuzzSink -fuzztime 1m
 func FuzzSink(f *testing.F) {
-	cfg, err := config.LoadBytes("example.yaml", config.Example())
-	if err != nil {
-		f.Fatal(err)
-	}
+	cfg := loadExample(f)
 	router, err := cfg.Router()
 	if err != nil {
 		f.Fatal(err)

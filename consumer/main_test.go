@@ -20,7 +20,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/internal/oracle"
 	"github.com/rankd/rankd/internal/testenv"
 	"github.com/rankd/rankd/ranking/ingest"
@@ -38,7 +37,7 @@ var schemaTopics = []string{"gift", "like", "comment"}
 type fixture struct {
 	t        *testing.T
 	broker   *testenv.Broker
-	cfg      *config.Config
+	cfg      ExampleConfig
 	router   *ingest.Router
 	kafkaOf  map[string]string // schema topic -> Kafka topic
 	topicMap map[string]string // Kafka topic -> schema topic
@@ -56,10 +55,7 @@ type fixture struct {
 // and a store on rsrv.
 func newFixture(t *testing.T, rsrv *testenv.RedisServer, partitions int) *fixture {
 	t.Helper()
-	cfg, err := config.LoadBytes("example.yaml", config.Example())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := loadExample(t)
 	router, err := cfg.Router()
 	if err != nil {
 		t.Fatal(err)

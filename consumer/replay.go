@@ -31,7 +31,7 @@ type ReplayConfig struct {
 	BatchCount int
 	// Parallel is how many partitions are applied at once; default 4.
 	Parallel int
-	// MaxWait bounds a fetch's wait; default 250ms.
+	// MaxWait bounds a fetch's wait; default DefaultMaxWait (250ms).
 	MaxWait time.Duration
 	// Progress, when set, is called after every batch with the messages
 	// read so far of the batch's topic (from From; skipped ones not
@@ -47,7 +47,7 @@ func (c ReplayConfig) withDefaults() ReplayConfig {
 		c.Parallel = 4
 	}
 	if c.MaxWait <= 0 {
-		c.MaxWait = 250 * time.Millisecond
+		c.MaxWait = DefaultMaxWait
 	}
 	return c
 }

@@ -180,20 +180,13 @@ func stringLiterals(t *testing.T, dir string) map[string]bool {
 	return lits
 }
 
-// knownEnv returns the RANKD_* environment variables rankd reads: string
-// literals of the config package and of the command.
+// knownEnv returns the environment variables rankd reads: the config
+// package's Env* constants (config.EnvNames).
 func knownEnv(t *testing.T) map[string]bool {
 	t.Helper()
 	env := map[string]bool{}
-	for _, dir := range []string{"config", cmdDir} {
-		if !exists(t, dir) {
-			continue
-		}
-		for s := range stringLiterals(t, dir) {
-			if strings.HasPrefix(s, "RANKD_") {
-				env[s] = true
-			}
-		}
+	for _, name := range config.EnvNames() {
+		env[name] = true
 	}
 	return env
 }

@@ -46,7 +46,10 @@ const (
 )
 
 func (a Aggregate) String() string {
-	return [...]string{"sum", "max", "min", "last"}[a]
+	if names := [...]string{"sum", "max", "min", "last"}; a >= 0 && int(a) < len(names) {
+		return names[a]
+	}
+	return fmt.Sprintf("aggregate(%d)", int(a))
 }
 
 // Order is the ranking direction.
@@ -60,10 +63,13 @@ const (
 )
 
 func (o Order) String() string {
-	if o == Asc {
+	switch o {
+	case Desc:
+		return "desc"
+	case Asc:
 		return "asc"
 	}
-	return "desc"
+	return fmt.Sprintf("order(%d)", int(o))
 }
 
 // Tiebreak orders members with equal values.
@@ -79,7 +85,10 @@ const (
 )
 
 func (t Tiebreak) String() string {
-	return [...]string{"none", "first", "last"}[t]
+	if names := [...]string{"none", "first", "last"}; t >= 0 && int(t) < len(names) {
+		return names[t]
+	}
+	return fmt.Sprintf("tiebreak(%d)", int(t))
 }
 
 // SortField is one factor of a multi-factor sort key packed into the score.
@@ -92,7 +101,8 @@ type SortField struct {
 
 // Board is a declared leaderboard family. It is materialized as one sorted
 // set per combination of dimension values and period. Boards are built by the
-// config package and validated by Validate; the zero value is not usable.
+// config package (over NewBoard's defaults), checked by Validate and
+// completed by Normalize.
 type Board struct {
 	Name  string // [a-z0-9_]+, part of every key
 	Title string
@@ -147,6 +157,16 @@ func (b *Board) Calendar() Calendar {
 		loc = time.UTC
 	}
 	return Calendar{Unit: b.Every, Location: loc, WeekStart: b.WeekStart}
+}
+
+// WindowStart returns the first period counted by the board of period p:
+// for a rolling board of N periods the start of its window, P(k-N+1) for p
+// = P(k) (Calendar.WindowStart); p itself for periodic and total boards.
+func (b *Board) WindowStart(p Period) Period {
+	if b.Window != WindowRolling {
+		return p
+	}
+	return b.Calendar().WindowStart(p, b.Periods)
 }
 
 // Late reports whether an update of period p whose partition had the given

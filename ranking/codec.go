@@ -66,17 +66,18 @@ type Codec struct {
 // NewCodec returns the score layout of board b, with defaults (TieUnit,
 // TieEpoch, TieHorizon) filled into the Codec; b is not modified. It fails
 // when the layout does not fit the 53 exact bits of a double or the board's
-// tie or sort settings are invalid; the error names the board.
+// tie or sort settings are invalid; the error is a *BoardError.
 func NewCodec(b *Board) (Codec, error) {
 	c := Codec{Order: b.Order, Tiebreak: b.Tiebreak, TieUnit: b.TieUnit, Sort: slices.Clone(b.Sort)}
-	fail := func(format string, args ...any) (Codec, error) {
-		return Codec{}, fmt.Errorf("board %q: "+format, append([]any{b.Name}, args...)...)
+	// fail names the setting at fault as BoardError does.
+	fail := func(setting, format string, args ...any) (Codec, error) {
+		return Codec{}, &BoardError{Board: b.Name, Setting: setting, Err: fmt.Errorf(format, args...)}
 	}
 	if b.Order != Desc && b.Order != Asc {
-		return fail("unknown order %v", b.Order)
+		return fail("order", "unknown order %v", b.Order)
 	}
 	if b.Tiebreak < TieNone || b.Tiebreak > TieLast {
-		return fail("unknown tiebreak %d", int(b.Tiebreak))
+		return fail("tiebreak", "unknown tiebreak %d", int(b.Tiebreak))
 	}
 	if c.TieUnit == 0 {
 		c.TieUnit = DefaultTieUnit
@@ -84,16 +85,16 @@ func NewCodec(b *Board) (Codec, error) {
 	switch c.TieUnit {
 	case time.Millisecond, time.Second, time.Minute:
 	default:
-		return fail("tie unit %v: must be 1ms, 1s or 1m", b.TieUnit)
+		return fail("tie_unit", "tie unit %v: must be 1ms, 1s or 1m", b.TieUnit)
 	}
 	if b.Window != WindowTotal && b.Every.Kind == UnitNone {
-		return fail("%v window needs a period unit", b.Window)
+		return fail("every", "%v window needs a period unit", b.Window)
 	}
 	// One bit of headroom: the sum of two in-range values stays exact in a
 	// double, which lets the store add first and range-check the result.
 	const headroom = 1
 	if b.Window == WindowRolling && b.Periods < 1 {
-		return fail("rolling window needs periods >= 1, got %d", b.Periods)
+		return fail("periods", "rolling window needs periods >= 1, got %d", b.Periods)
 	}
 	if b.Window == WindowTotal {
 		c.TieEpoch, c.TieHorizon = b.TieEpoch, b.TieHorizon
@@ -104,7 +105,7 @@ func NewCodec(b *Board) (Codec, error) {
 			c.TieHorizon = DefaultTieHorizon
 		}
 		if c.TieHorizon < 0 {
-			return fail("tie horizon %v must be positive", c.TieHorizon)
+			return fail("tie_horizon", "tie horizon %v must be positive", c.TieHorizon)
 		}
 	}
 	if b.Tiebreak != TieNone {
@@ -117,14 +118,14 @@ func NewCodec(b *Board) (Codec, error) {
 		case WindowRolling:
 			l := b.Every.MaxLength()
 			if l > 0 && int64(b.Periods) > math.MaxInt64/int64(l) {
-				return fail("rolling window of %d periods is too long", b.Periods)
+				return fail("periods", "rolling window of %d periods is too long", b.Periods)
 			}
 			span = time.Duration(b.Periods) * l
 		default:
-			return fail("unknown window %v", b.Window)
+			return fail("window", "unknown window %v", b.Window)
 		}
 		if span <= 0 {
-			return fail("%v window has no period length for tie times", b.Window)
+			return fail("every", "%v window has no period length for tie times", b.Window)
 		}
 		maxOffset := span / c.TieUnit // ceil, without overflow
 		if span%c.TieUnit != 0 {
@@ -134,7 +135,7 @@ func NewCodec(b *Board) (Codec, error) {
 	}
 	if len(b.Sort) == 0 {
 		if c.TieBits+headroom >= ScoreBits {
-			return fail("%d tie bits and %d rolling bits leave no value bits in a double's %d",
+			return fail("tiebreak", "%d tie bits and %d rolling bits leave no value bits in a double's %d",
 				c.TieBits, headroom, ScoreBits)
 		}
 		c.ValueBits = ScoreBits - c.TieBits - headroom
@@ -145,25 +146,25 @@ func NewCodec(b *Board) (Codec, error) {
 	switch b.Aggregate {
 	case AggMax, AggMin, AggLast:
 	default:
-		return fail("multi-factor sort needs aggregate max, min or last, not %v", b.Aggregate)
+		return fail("sort", "multi-factor sort needs aggregate max, min or last, not %v", b.Aggregate)
 	}
 	if b.Order != Desc {
-		return fail("multi-factor sort needs order desc (each factor has its own order)")
+		return fail("sort", "multi-factor sort needs order desc (each factor has its own order)")
 	}
 	if b.Window == WindowRolling {
-		return fail("multi-factor sort cannot roll (rolling boards sum)")
+		return fail("sort", "multi-factor sort cannot roll (rolling boards sum)")
 	}
 	parts := make([]string, len(b.Sort))
 	total := 0
 	for i, f := range b.Sort {
 		if f.Bits < 1 || f.Bits > 62 {
-			return fail("sort factor %q: bits %d out of [1, 62]", f.Name, f.Bits)
+			return fail(fmt.Sprintf("sort[%d].bits", i), "sort factor %q: bits %d out of [1, 62]", f.Name, f.Bits)
 		}
 		total += f.Bits
 		parts[i] = strconv.Itoa(f.Bits)
 	}
 	if total+int(c.TieBits) > ScoreBits {
-		return fail("sort key needs %s=%d bits plus %d tie bits, only %d fit in a double",
+		return fail("sort", "sort key needs %s=%d bits plus %d tie bits, only %d fit in a double",
 			strings.Join(parts, "+"), total, c.TieBits, ScoreBits)
 	}
 	c.ValueBits = uint(total)
@@ -230,12 +231,18 @@ func (c Codec) TieOffset(t, base time.Time) int64 {
 	if u <= 0 {
 		u = DefaultTieUnit
 	}
-	d := t.Sub(base)
-	q := d / u
-	if d%u != 0 && d < 0 {
+	return FloorDiv(int64(t.Sub(base)), int64(u))
+}
+
+// FloorDiv returns floor(a / b), rounding towards -inf (Go's / truncates
+// towards 0): the quantization of times to tie units, also of times before
+// the origin. It panics if b is 0.
+func FloorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
 		q--
 	}
-	return int64(q)
+	return q
 }
 
 // PackSort packs the factors vals (vals[i] in [0, 2^fields[i].Bits)) into one

@@ -191,6 +191,16 @@ func (c Calendar) Prev(p Period) Period {
 	return c.At(p.Start.Add(-1))
 }
 
+// WindowStart returns the first of the n consecutive periods that end with
+// p: p stepped back n-1 periods (p itself for n <= 1). A rolling board of
+// N periods sums the periods WindowStart(p, N) .. p into its board of p.
+func (c Calendar) WindowStart(p Period, n int) Period {
+	for i := 1; i < n; i++ {
+		p = c.Prev(p)
+	}
+	return p
+}
+
 // Parse returns the period whose ID is id. It fails for a malformed id and
 // for one no period of c has, such as a slot that does not start on the
 // unit's grid, a wall-clock time skipped by DST, or week 53 of a year that

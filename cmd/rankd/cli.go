@@ -242,7 +242,7 @@ func configPath(flagValue string) (string, error) {
 	if flagValue != "" {
 		return flagValue, nil
 	}
-	if env := os.Getenv("RANKD_CONFIG"); env != "" {
+	if env := os.Getenv(config.EnvConfig); env != "" {
 		return env, nil
 	}
 	return "", usagef("no config file: give --config FILE or set RANKD_CONFIG")

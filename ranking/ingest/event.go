@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/rankd/rankd/ranking"
 )
 
 // Defaults of the decoder limits.
@@ -140,10 +142,10 @@ func DefaultSchemas() map[string]*Schema {
 // problem.
 func (s *Schema) Validate() error {
 	var errs []error
-	if !isIdent(s.IDField) {
+	if !ranking.IsIdent(s.IDField) {
 		errs = append(errs, fmt.Errorf("id field %q is not an identifier", s.IDField))
 	}
-	if !isIdent(s.TSField) {
+	if !ranking.IsIdent(s.TSField) {
 		errs = append(errs, fmt.Errorf("ts field %q is not an identifier", s.TSField))
 	}
 	if s.IDField == s.TSField {
@@ -161,7 +163,7 @@ func (s *Schema) Validate() error {
 	seen := map[string]bool{s.IDField: true, s.TSField: true}
 	for _, f := range s.Fields {
 		switch {
-		case !isIdent(f.Name):
+		case !ranking.IsIdent(f.Name):
 			errs = append(errs, fmt.Errorf("field %q is not an identifier", f.Name))
 		case seen[f.Name]:
 			errs = append(errs, fmt.Errorf("field %q declared twice (or as the id or ts field)", f.Name))
@@ -352,22 +354,6 @@ func fieldError(name string, err error) error {
 		return &PermanentError{Reason: pe.Reason, Err: fmt.Errorf("field %q: %w", name, pe.Err)}
 	}
 	return &PermanentError{Reason: ReasonValidation, Err: fmt.Errorf("field %q: %w", name, err)}
-}
-
-// isIdent reports whether s is an expression identifier: a letter or '_',
-// then letters, digits or '_' (ASCII).
-func isIdent(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9' {
-			continue
-		}
-		return false
-	}
-	return true
 }
 
 // finite reports whether f is neither NaN nor infinite.

@@ -382,9 +382,7 @@ func rollingTable(cal ranking.Calendar, used []ranking.Period, n int) []ranking.
 			hi = p
 		}
 	}
-	for i := 1; i < n; i++ {
-		lo = cal.Prev(lo)
-	}
+	lo = cal.WindowStart(lo, n)
 	table := []ranking.Period{lo}
 	for p := lo; p.Start.Before(hi.Start); {
 		p = cal.Next(p)

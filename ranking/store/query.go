@@ -105,14 +105,10 @@ func (v *view) entries(zs []redis.Z, firstRank int64) []Entry {
 // window returns the span of event times that period p of the board
 // covers: p itself, or on a rolling board the N periods ending with p.
 func (st *boardState) window(p ranking.Period) (start, end time.Time) {
-	start = p.Start
 	if st.b.Window == ranking.WindowRolling {
-		for range st.b.Periods - 1 {
-			p = st.cal.Prev(p)
-		}
-		start = p.Start
+		return st.cal.WindowStart(p, st.b.Periods).Start, p.End
 	}
-	return start, p.End
+	return p.Start, p.End
 }
 
 // tieTime returns the time tie offset t stands for in period p (zero on
@@ -127,7 +123,7 @@ func (st *boardState) tieTime(p ranking.Period, t int64) time.Time {
 		start, _ := st.window(p)
 		base = start.UnixMilli()
 	}
-	return time.UnixMilli(floorDiv(base, st.unitMs)*st.unitMs + t*st.unitMs).UTC()
+	return time.UnixMilli(ranking.FloorDiv(base, st.unitMs)*st.unitMs + t*st.unitMs).UTC()
 }
 
 func parseScore(s string) float64 {

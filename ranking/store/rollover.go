@@ -134,11 +134,8 @@ func (s *Store) rollTag(ctx context.Context, st *boardState, tag string, target 
 func (s *Store) rollPeriod(ctx context.Context, st *boardState, tag, lock, token string, k ranking.Period, n int, cursor uint64, streamMs int64) error {
 	cal := st.cal
 	prev := cal.Prev(k)
-	old := k
-	for i := 0; i < n; i++ {
-		old = cal.Prev(old) // P(k-N)
-	}
-	first := cal.Next(old) // start of S(k)'s window
+	first := cal.WindowStart(k, n) // start of S(k)'s window, P(k-N+1)
+	old := cal.Prev(first)         // P(k-N)
 	mids := []string{}
 	for p := first; p.Start.Before(k.Start); p = cal.Next(p) {
 		mids = append(mids, Key(s.prefix, tag, "p", p.ID))
@@ -152,8 +149,8 @@ func (s *Store) rollPeriod(ctx context.Context, st *boardState, tag, lock, token
 	ra := rolloverArgs{lockKey: lock, token: token, lockTTLMs: s.lockTTL.Milliseconds(),
 		kStartMs: k.Start.UnixMilli(), kID: k.ID,
 		sPrev: sPrev, sK: Key(s.prefix, tag, "r", k.ID), pOld: Key(s.prefix, tag, "p", old.ID), pNew: Key(s.prefix, tag, "p", k.ID),
-		sTTLMs: ttl, tie: st.tieMode, tieBits: st.codec.TieBits, wbPrevQ: floorDiv(old.Start.UnixMilli(), unit),
-		wbQ: floorDiv(first.Start.UnixMilli(), unit), pNewQ: floorDiv(k.Start.UnixMilli(), unit), mids: mids}
+		sTTLMs: ttl, tie: st.tieMode, tieBits: st.codec.TieBits, wbPrevQ: ranking.FloorDiv(old.Start.UnixMilli(), unit),
+		wbQ: ranking.FloorDiv(first.Start.UnixMilli(), unit), pNewQ: ranking.FloorDiv(k.Start.UnixMilli(), unit), mids: mids}
 	run := func(raise, done bool, cur uint64, members []string) error {
 		ra.raise, ra.done, ra.cursor = raise, done, strconv.FormatUint(cur, 10)
 		args := ra.add(make([]any, 0, len(rolloverFields)+len(mids)+len(members)))
@@ -227,14 +224,6 @@ func (s *Store) prefilled(ctx context.Context, tag string, k ranking.Period) (bo
 		return false, fmt.Errorf("reading the rollover state of %s: %w", tag, err)
 	}
 	return !r.has || r.rolled >= k.Start.UnixMilli(), nil
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if (a%b != 0) && ((a < 0) != (b < 0)) {
-		q--
-	}
-	return q
 }
 
 func newToken() string {

@@ -68,13 +68,23 @@ type Store struct {
 	markAt      time.Time
 }
 
+// Defaults of a Store's options.
+const (
+	// DefaultPrefix starts every key (WithPrefix).
+	DefaultPrefix = "rankd"
+	// DefaultDedupeTTL is how long message IDs are remembered
+	// (WithDedupeTTL).
+	DefaultDedupeTTL = 24 * time.Hour
+)
+
 // Option configures a Store.
 type Option func(*Store)
 
-// WithPrefix sets the key prefix (default "rankd").
+// WithPrefix sets the key prefix (default DefaultPrefix).
 func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
 
-// WithDedupeTTL sets how long message IDs are remembered (default 24h).
+// WithDedupeTTL sets how long message IDs are remembered (default
+// DefaultDedupeTTL).
 func WithDedupeTTL(d time.Duration) Option { return func(s *Store) { s.ttl = d } }
 
 // WithClock sets the wall clock used to resolve "current" periods in queries.
@@ -106,6 +116,8 @@ type boardState struct {
 	fast    bool // plain sum board (no tie, keep_top or base): the script increments without reading
 }
 
+// newBoardState derives the state of a board that passed Validate and
+// Normalize.
 func newBoardState(b *ranking.Board) (*boardState, error) {
 	c, err := ranking.NewCodec(b)
 	if err != nil {
@@ -113,9 +125,6 @@ func newBoardState(b *ranking.Board) (*boardState, error) {
 	}
 	st := &boardState{b: b, cal: b.Calendar(), codec: c, graceMs: b.Grace.Milliseconds()}
 	st.unitMs = c.TieUnit.Milliseconds()
-	if st.unitMs <= 0 {
-		st.unitMs = 1000
-	}
 	if b.Tiebreak != ranking.TieNone {
 		if (b.Tiebreak == ranking.TieFirst) == (b.Order == ranking.Asc) {
 			st.tieMode = luaTieUp
@@ -136,21 +145,8 @@ func newBoardState(b *ranking.Board) (*boardState, error) {
 	st.epochMs = epoch.UnixMilli()
 	switch b.Window {
 	case ranking.WindowPeriodic:
-		ret := b.Retention
-		if ret <= 0 {
-			ret = b.DefaultRetention()
-		}
-		st.retMs = max(ret, b.Grace).Milliseconds()
+		st.retMs = b.Retention.Milliseconds() // at least the grace (Validate)
 	case ranking.WindowRolling:
-		if b.Aggregate != ranking.AggSum {
-			return nil, fmt.Errorf("board %q: rolling boards need aggregate sum", b.Name)
-		}
-		if b.KeepTop > 0 || b.HasBase {
-			return nil, fmt.Errorf("board %q: rolling boards cannot have keep_top or base", b.Name)
-		}
-		if b.Periods < 1 {
-			return nil, fmt.Errorf("board %q: rolling boards need periods >= 1", b.Name)
-		}
 		st.hi /= int64(b.Periods)
 		st.lo = -st.hi
 		st.retMs = max(b.Retention, b.DefaultRetention()).Milliseconds()
@@ -161,10 +157,12 @@ func newBoardState(b *ranking.Board) (*boardState, error) {
 	return st, nil
 }
 
-// New returns a Store for the given boards.
+// New returns a Store for the given boards, which must pass
+// ranking.Board.Validate. The store keeps normalized copies
+// (ranking.Board.Normalize): Boards returns those.
 func New(rdb redis.UniversalClient, boards []*ranking.Board, opts ...Option) (*Store, error) {
 	s := &Store{
-		rdb: rdb, boards: map[string]*boardState{}, prefix: "rankd", ttl: 24 * time.Hour,
+		rdb: rdb, boards: map[string]*boardState{}, prefix: DefaultPrefix, ttl: DefaultDedupeTTL,
 		now: time.Now, log: slog.Default(), maxCall: 500, chunk: 250, lockTTL: 30 * time.Second,
 		known: map[string]time.Time{}, rollWait: 30 * time.Second, idle: DefaultIdleTimeout,
 	}
@@ -180,7 +178,12 @@ func New(rdb redis.UniversalClient, boards []*ranking.Board, opts ...Option) (*S
 		if _, dup := s.boards[b.Name]; dup {
 			return nil, fmt.Errorf("board %q declared twice", b.Name)
 		}
-		st, err := newBoardState(b)
+		if err := b.Validate(); err != nil {
+			return nil, err
+		}
+		nb := *b
+		nb.Normalize()
+		st, err := newBoardState(&nb)
 		if err != nil {
 			return nil, err
 		}
