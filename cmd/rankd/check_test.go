@@ -19,6 +19,7 @@ import (
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
 	"github.com/rankd/rankd/internal/oracle"
+	"github.com/rankd/rankd/internal/produce"
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/store"
 )
@@ -47,7 +48,7 @@ func scrapeCounter(url, name string) float64 {
 
 // recordingWriter writes messages and records those acknowledged.
 type recordingWriter struct {
-	w   messageWriter
+	w   produce.Writer
 	mu  *sync.Mutex
 	out *[]kafka.Message
 }

@@ -183,8 +183,15 @@ func replayTopics(cfg *config.Config, boards []string) []string {
 	return out
 }
 
-func stdinIsTerminal() bool {
-	fi, err := os.Stdin.Stat()
+func stdinIsTerminal() bool { return isTerminal(os.Stdin) }
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
