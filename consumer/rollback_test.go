@@ -90,38 +90,14 @@ func TestRedisRollback(t *testing.T) {
 	}
 
 	// Rebuild, as rankd replay does, while the consumer waits.
-	token := "rebuild"
-	if err := f.store.LockReplay(ctx, token, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	boards := make([]string, 0)
+	var boards []string
 	for _, b := range f.cfg.Boards() {
 		boards = append(boards, b.Name)
 	}
-	gen, _, err := f.store.BeginBuild(ctx, token, boards)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := ReplayConfig{Brokers: f.broker.Addrs(), Topics: f.topics, BatchCount: 97}
-	ranges, err := PlanReplay(ctx, rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lags, err = GroupLag(ctx, lag, f.group, f.topics); err != nil {
-		t.Fatal(err)
-	}
-	SplitAtCommitted(ranges, lags)
-	build, err := NewRankingSink(f.cfg.Schemas(), f.router, f.store.Generation(gen), WithTopicMap(f.topicMap))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Replay(ctx, rc, ranges, build); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.store.Switch(ctx, token, gen, boards); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.store.UnlockReplay(ctx, token); err != nil {
+	rb := &Rebuild{Replay: ReplayConfig{Brokers: f.broker.Addrs(), Topics: f.topics, BatchCount: 97},
+		Schemas: f.cfg.Schemas(), Router: f.router, Boards: boards, Group: f.group,
+		Logger: testLogger(t), SinkOptions: []Option{WithTopicMap(f.topicMap)}}
+	if _, err := rb.Run(ctx, f.store); err != nil {
 		t.Fatal(err)
 	}
 
