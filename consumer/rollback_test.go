@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/internal/testenv"
@@ -77,7 +78,7 @@ func TestRedisRollback(t *testing.T) {
 	if pending != int64(len(third)) {
 		t.Fatalf("%d messages not committed while Redis is behind, want all %d of the third part", pending, len(third))
 	}
-	if got := f.metricSum("rankd_sink_partitions_behind"); got < 1 {
+	if got := testutil.ToFloat64(f.metrics().behind); got < 1 {
 		t.Fatalf("rankd_sink_partitions_behind = %v, want > 0", got)
 	}
 	rec := httptest.NewRecorder()
