@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/internal/testenv"
@@ -140,11 +141,11 @@ func TestBadInput(t *testing.T) {
 				n++
 			}
 		}
-		if c := f.metricSum("rankd_consumer_dead_letters_total", "reason", reason); c != float64(n) {
+		if c := testutil.ToFloat64(f.metrics().deadLetters.WithLabelValues(reason)); c != float64(n) {
 			t.Errorf("rankd_consumer_dead_letters_total{reason=%q} = %v, want %d", reason, c, n)
 		}
 	}
-	if f.metricSum("rankd_sink_late_total") == 0 || f.metricSum("rankd_sink_duplicates_total") == 0 {
+	if total(f.metrics().late) == 0 || testutil.ToFloat64(f.metrics().duplicates) == 0 {
 		t.Error("late or duplicate updates not counted")
 	}
 	// Both copies of the late message name the same boards; its updates are
@@ -157,8 +158,8 @@ func TestBadInput(t *testing.T) {
 	}
 	if len(lateHdr) != 2 || lateHdr[0] != lateHdr[1] || !strings.Contains(lateHdr[0], "anchor_hot_30m") {
 		t.Errorf("boards headers of the late message and its duplicate = %q, want two equal lists naming anchor_hot_30m", lateHdr)
-	} else if n := float64(len(strings.Split(lateHdr[0], ","))); f.metricSum("rankd_sink_late_total") != n {
-		t.Errorf("rankd_sink_late_total = %v, want %v (the late message's boards, once)", f.metricSum("rankd_sink_late_total"), n)
+	} else if n := float64(len(strings.Split(lateHdr[0], ","))); total(f.metrics().late) != n {
+		t.Errorf("rankd_sink_late_total = %v, want %v (the late message's boards, once)", total(f.metrics().late), n)
 	}
 
 	// The worker is still there: a message produced now is applied.

@@ -22,6 +22,8 @@ type Consumer struct {
 	log  *slog.Logger
 	now  func() time.Time
 	m    *metrics
+	// applying is the rankd_consumer_applying gauge of Applying.
+	applying prometheus.GaugeFunc
 
 	started atomic.Bool
 	behind  atomic.Bool // the sink's last committed-offsets check failed
@@ -58,6 +60,7 @@ func New(cfg Config, sink Sink, opts ...Option) (*Consumer, error) {
 			}
 			return 0
 		})
+	c.applying = applying
 	if o.reg != nil {
 		// A later Consumer on the same registerer (a restart in one
 		// process) takes the gauge over.

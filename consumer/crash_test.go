@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/internal/testenv"
@@ -71,7 +72,7 @@ func TestCrashBetweenApplyAndCommit(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "shutdown timeout") {
 		t.Fatalf("Run after the crash = %v, want a shutdown timeout error naming the batch in hand", err)
 	}
-	if f.metricSum("rankd_consumer_retries_total", "op", "apply") < 1 {
+	if testutil.ToFloat64(f.metrics().retries.WithLabelValues("apply")) < 1 {
 		t.Error("no apply retry counted after the injected failure")
 	}
 	lags, err := GroupLag(t.Context(), f.lagClient(), f.group, f.topics)
@@ -87,18 +88,18 @@ func TestCrashBetweenApplyAndCommit(t *testing.T) {
 	}
 	t.Logf("after the crash: %d messages not committed", pending)
 
-	dupsBefore := f.metricSum("rankd_sink_duplicates_total")
+	dupsBefore := testutil.ToFloat64(f.metrics().duplicates)
 	second := f.start(f.consumerConfig(), f.sink())
 	f.waitCommitted(time.Minute, second)
 	if err := second.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if f.metricSum("rankd_sink_duplicates_total") <= dupsBefore {
+	if testutil.ToFloat64(f.metrics().duplicates) <= dupsBefore {
 		t.Error("the resumed consumer saw no duplicates; the crashed batches were not redelivered")
 	}
 	o, applied := f.reference(msgs)
 	f.compare(o)
-	if got := f.metricSum("rankd_sink_updates_applied_total"); got != float64(applied) {
+	if got := total(f.metrics().sinkUpdates); got != float64(applied) {
 		t.Errorf("updates applied = %v over both runs, want %d: something was counted twice or lost", got, applied)
 	}
 }

@@ -3,7 +3,9 @@
 // shutdown, and the loop's metrics and health. It knows nothing of boards;
 // RankingSink connects it to the rest of the flow: Kafka -> consumer ->
 // ranking/ingest (decode, route) -> ranking/store (Store.Apply). PlanReplay
-// and Replay read partitions by offset range for `rankd replay`.
+// and Replay read partitions by offset range; Rebuild is the whole of
+// `rankd replay` (lock, new key generation, replay, verify, switch, delete
+// the old generations).
 //
 // # Stream time
 //

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/internal/testenv"
@@ -75,7 +76,7 @@ func TestEndToEnd(t *testing.T) {
 	if code := serve(r.c.HealthHandler()); code != http.StatusOK {
 		t.Errorf("/healthz = %d, want 200", code)
 	}
-	lagSeries := f.metricSum("rankd_consumer_batch_messages") // any batches at all
+	batches := total(f.metrics().batchSize) // any batches at all
 	if err := r.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -89,35 +90,28 @@ func TestEndToEnd(t *testing.T) {
 	o, applied := f.reference(all)
 	f.compare(o)
 
-	if got := f.metricSum("rankd_sink_updates_applied_total"); got != float64(applied) {
+	m := f.metrics()
+	if got := total(m.sinkUpdates); got != float64(applied) {
 		t.Errorf("rankd_sink_updates_applied_total = %v, want %d (the oracle's applied updates)", got, applied)
 	}
-	if got := f.metricSum("rankd_consumer_messages_total"); got < float64(len(all)) {
+	if got := total(m.messages); got < float64(len(all)) {
 		t.Errorf("rankd_consumer_messages_total = %v, want >= %d", got, len(all))
 	}
 	for _, topic := range f.topics {
-		if f.metricSum("rankd_consumer_messages_total", "topic", topic) == 0 {
+		if testutil.ToFloat64(m.messages.WithLabelValues(topic)) == 0 {
 			t.Errorf("no messages counted for topic %s", topic)
 		}
 	}
-	if got := f.metricSum("rankd_sink_duplicates_total"); got == 0 {
+	if got := testutil.ToFloat64(m.duplicates); got == 0 {
 		t.Error("rankd_sink_duplicates_total = 0; the workload re-sends about 2% of its messages")
 	}
-	if got := f.metricSum("rankd_consumer_dead_letters_total"); got != 0 {
+	if got := total(m.deadLetters); got != 0 {
 		t.Errorf("rankd_consumer_dead_letters_total = %v, want 0", got)
 	}
-	if lagSeries == 0 || f.metricSum("rankd_consumer_apply_duration_seconds") == 0 ||
-		f.metricSum("rankd_sink_event_lag_seconds") == 0 {
+	if batches == 0 || total(m.applyDur) == 0 || total(m.eventLag) == 0 {
 		t.Error("batch size, apply duration or event lag histograms are empty")
 	}
-	mfs, _ := f.reg.Gather()
-	partitions := 0
-	for _, mf := range mfs {
-		if mf.GetName() == "rankd_consumer_lag_messages" {
-			partitions = len(mf.GetMetric())
-		}
-	}
-	if partitions != 9 {
+	if partitions := testutil.CollectAndCount(m.lag); partitions != 9 {
 		t.Errorf("rankd_consumer_lag_messages has %d series, want 9 (3 topics x 3 partitions)", partitions)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -380,45 +379,42 @@ func (f *fixture) compare(o *oracle.Oracle) {
 	f.t.Logf("%d boards (stream x period) equal the oracle", boards)
 }
 
-// metricSum returns the sum of a counter's (or a histogram's count's)
-// series on the fixture's registry, over series matching labels.
-func (f *fixture) metricSum(name string, labels ...string) float64 {
+// metrics returns the collectors the fixture's sinks and consumers share
+// on f.reg (newMetrics hands out the ones registered there), to read with
+// testutil.ToFloat64 (one series), testutil.CollectAndCount (how many
+// series) or total.
+func (f *fixture) metrics() *metrics {
 	f.t.Helper()
-	mfs, err := f.reg.Gather()
+	m, err := newMetrics(f.reg)
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	return m
+}
+
+// total is what testutil.ToFloat64 reads of one series, summed over every
+// series of c: counter and gauge values, histogram observation counts.
+func total(c prometheus.Collector) float64 {
+	ch := make(chan prometheus.Metric)
+	go func() { c.Collect(ch); close(ch) }()
 	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			panic(err)
 		}
-		for _, m := range mf.GetMetric() {
-			if !hasLabels(m, labels) {
-				continue
-			}
-			switch {
-			case m.Counter != nil:
-				sum += m.Counter.GetValue()
-			case m.Gauge != nil:
-				sum += m.Gauge.GetValue()
-			case m.Histogram != nil:
-				sum += float64(m.Histogram.GetSampleCount())
-			}
+		switch {
+		case pb.Counter != nil:
+			sum += pb.Counter.GetValue()
+		case pb.Gauge != nil:
+			sum += pb.Gauge.GetValue()
+		case pb.Histogram != nil:
+			sum += float64(pb.Histogram.GetSampleCount())
+		default:
+			panic(fmt.Sprintf("total: a metric of another type: %v", &pb))
 		}
 	}
 	return sum
-}
-
-func hasLabels(m *dto.Metric, kv []string) bool {
-	for i := 0; i+1 < len(kv); i += 2 {
-		if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
-			return l.GetName() == kv[i] && l.GetValue() == kv[i+1]
-		}) {
-			return false
-		}
-	}
-	return true
 }
 
 // workload returns n example events (gift, like, comment JSON of the example config)

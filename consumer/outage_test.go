@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rankd/rankd/internal/testenv"
 )
 
@@ -104,7 +105,7 @@ func TestRedisOutage(t *testing.T) {
 	if rr.Code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz without pingers = %d while nothing is applied, want 503", rr.Code)
 	}
-	if got := f.metricSum("rankd_consumer_applying"); got != 0 {
+	if got := testutil.ToFloat64(r.c.applying); got != 0 {
 		t.Errorf("rankd_consumer_applying = %v during the outage, want 0", got)
 	}
 	time.Sleep(2 * time.Second)
@@ -129,14 +130,14 @@ func TestRedisOutage(t *testing.T) {
 	if err := r.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if f.metricSum("rankd_sink_redis_errors_total") == 0 || f.metricSum("rankd_consumer_retries_total", "op", "apply") == 0 {
+	if testutil.ToFloat64(f.metrics().redisErrors) == 0 || testutil.ToFloat64(f.metrics().retries.WithLabelValues("apply")) == 0 {
 		t.Error("the outage left no Redis errors or apply retries in the metrics")
 	}
 	o, applied := f.reference(msgs)
 	f.compare(o)
 	// Scripts that ran just before the stop but whose replies were lost
 	// are counted as duplicates on the retry, never twice.
-	if got := f.metricSum("rankd_sink_updates_applied_total"); got > float64(applied) {
+	if got := total(f.metrics().sinkUpdates); got > float64(applied) {
 		t.Errorf("updates applied = %v, want at most %d", got, applied)
 	}
 }

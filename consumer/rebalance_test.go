@@ -118,7 +118,7 @@ func TestRebalance(t *testing.T) {
 		sinks[0].n.Load(), sinks[1].n.Load(), sinks[2].n.Load(), len(msgs))
 	o, applied := f.reference(msgs)
 	f.compare(o)
-	if got := f.metricSum("rankd_sink_updates_applied_total"); got != float64(applied) {
+	if got := total(f.metrics().sinkUpdates); got != float64(applied) {
 		t.Errorf("updates applied = %v, want %d", got, applied)
 	}
 }

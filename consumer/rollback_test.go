@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/internal/testenv"
@@ -77,7 +78,7 @@ func TestRedisRollback(t *testing.T) {
 	if pending != int64(len(third)) {
 		t.Fatalf("%d messages not committed while Redis is behind, want all %d of the third part", pending, len(third))
 	}
-	if got := f.metricSum("rankd_sink_partitions_behind"); got < 1 {
+	if got := testutil.ToFloat64(f.metrics().behind); got < 1 {
 		t.Fatalf("rankd_sink_partitions_behind = %v, want > 0", got)
 	}
 	rec := httptest.NewRecorder()
@@ -90,38 +91,14 @@ func TestRedisRollback(t *testing.T) {
 	}
 
 	// Rebuild, as rankd replay does, while the consumer waits.
-	token := "rebuild"
-	if err := f.store.LockReplay(ctx, token, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	boards := make([]string, 0)
+	var boards []string
 	for _, b := range f.cfg.Boards() {
 		boards = append(boards, b.Name)
 	}
-	gen, _, err := f.store.BeginBuild(ctx, token, boards)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := ReplayConfig{Brokers: f.broker.Addrs(), Topics: f.topics, BatchCount: 97}
-	ranges, err := PlanReplay(ctx, rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lags, err = GroupLag(ctx, lag, f.group, f.topics); err != nil {
-		t.Fatal(err)
-	}
-	SplitAtCommitted(ranges, lags)
-	build, err := NewRankingSink(f.cfg.Schemas(), f.router, f.store.Generation(gen), WithTopicMap(f.topicMap))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Replay(ctx, rc, ranges, build); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.store.Switch(ctx, token, gen, boards); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.store.UnlockReplay(ctx, token); err != nil {
+	rb := &Rebuild{Replay: ReplayConfig{Brokers: f.broker.Addrs(), Topics: f.topics, BatchCount: 97},
+		Schemas: f.cfg.Schemas(), Router: f.router, Boards: boards, Group: f.group,
+		Logger: testLogger(t), SinkOptions: []Option{WithTopicMap(f.topicMap)}}
+	if _, err := rb.Run(ctx, f.store); err != nil {
 		t.Fatal(err)
 	}
 

@@ -152,7 +152,9 @@ func TestDockerfile(t *testing.T) {
 		if !strings.Contains(r, "go build") {
 			continue
 		}
-		for _, want := range []string{"CGO_ENABLED=0", "-trimpath"} {
+		// -tags nodev: the image has no `rankd dev` and does not link its
+		// embedded servers (cmd/rankd's TestNodev checks the dependencies).
+		for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "-tags nodev"} {
 			if !strings.Contains(r, want) {
 				t.Errorf("%s: go build without %s: %s", dockerfile, want, r)
 			}

@@ -4,21 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
 	"github.com/rankd/rankd/internal/oracle"
+	"github.com/rankd/rankd/internal/produce"
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/store"
 )
@@ -27,7 +31,7 @@ import (
 // dead-lettered and stored.
 
 // scrapeCounter returns the value of an unlabelled counter on a /metrics
-// page, or 0 when it cannot be read.
+// page, or 0 when it cannot be read (the process may be gone).
 func scrapeCounter(url, name string) float64 {
 	client := &http.Client{Timeout: time.Second}
 	resp, err := client.Get(url)
@@ -35,11 +39,14 @@ func scrapeCounter(url, name string) float64 {
 		return 0
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil || mfs[name] == nil {
+		return 0
+	}
+	for _, m := range mfs[name].GetMetric() {
+		if len(m.GetLabel()) == 0 {
+			return m.GetCounter().GetValue()
 		}
 	}
 	return 0
@@ -47,7 +54,7 @@ func scrapeCounter(url, name string) float64 {
 
 // recordingWriter writes messages and records those acknowledged.
 type recordingWriter struct {
-	w   messageWriter
+	w   produce.Writer
 	mu  *sync.Mutex
 	out *[]kafka.Message
 }
@@ -199,4 +206,28 @@ func checkDeadLetters(t *testing.T, brokers []string, topic string) {
 		}
 	}
 	t.Logf("dead letters: %v", seen)
+}
+
+// TestScrapeCounter reads counters off a live /metrics page.
+func TestScrapeCounter(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	dups := prometheus.NewCounter(prometheus.CounterOpts{Name: "rankd_sink_duplicates_total", Help: "h"})
+	byTopic := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rankd_consumer_messages_total", Help: "h"}, []string{"topic"})
+	reg.MustRegister(dups, byTopic)
+	dups.Add(7)
+	byTopic.WithLabelValues("gift").Add(3)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	for name, want := range map[string]float64{
+		"rankd_sink_duplicates_total":   7,
+		"rankd_consumer_messages_total": 0, // labelled
+		"rankd_nope_total":              0,
+	} {
+		if got := scrapeCounter(srv.URL, name); got != want {
+			t.Errorf("scrapeCounter(%s) = %v, want %v", name, got, want)
+		}
+	}
+	if got := scrapeCounter("http://127.0.0.1:1/metrics", "rankd_sink_duplicates_total"); got != 0 {
+		t.Errorf("scrapeCounter of nothing = %v, want 0", got)
+	}
 }

@@ -34,7 +34,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"run", "consume events, apply them to the boards, serve the HTTP API", runMain},
-		{"dev", "embedded broker, Redis, traffic, consumer and API for a first look", devMain},
+		devCommand, // cmd_dev.go; cmd_dev_nodev.go with -tags nodev
 		{"produce", "generate the standard workload (or send a file) to Kafka", produceMain},
 		{"rollover", "prefill the rolling boards now (operators, cron)", rolloverMain},
 		{"config", "config check FILE: print the resolved boards or the errors", configMain},
@@ -95,6 +95,9 @@ Commands:
 `)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, c := range commands() {
+		if c.summary == "" { // not in this build
+			continue
+		}
 		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
 	}
 	_ = tw.Flush()

@@ -224,21 +224,6 @@ func TestHealthcheck(t *testing.T) {
 	}
 }
 
-func TestFormatValue(t *testing.T) {
-	for _, tt := range []struct {
-		v    int64
-		dec  int
-		want string
-	}{
-		{0, 0, "0"}, {1234, 0, "1234"}, {-5, 0, "-5"}, {1234, 2, "12.34"}, {5, 2, "0.05"}, {-5, 3, "-0.005"},
-		{-1 << 63, 2, "-92233720368547758.08"},
-	} {
-		if got := formatValue(tt.v, tt.dec); got != tt.want {
-			t.Errorf("formatValue(%d, %d) = %q, want %q", tt.v, tt.dec, got, tt.want)
-		}
-	}
-}
-
 // TestParseInterspersed checks that flags and positional arguments may come
 // in any order (issue 11: "config check FILE --at T" took --at and T for
 // files), and that "--" ends the flags.

@@ -7,8 +7,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/rankd/rankd/internal/produce"
 )
 
 const produceHelp = `
@@ -63,7 +66,7 @@ func produceMain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return usagef("--brokers: none given")
 	}
 
-	var src messageSource
+	var src produce.Source
 	if *file != "" {
 		r := io.Reader(os.Stdin)
 		if *file != "-" {
@@ -74,7 +77,7 @@ func produceMain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			defer f.Close()
 			r = f
 		}
-		src = fileSource(r, *topic, *keyField)
+		src = produce.FileSource(r, *topic, *keyField)
 	} else {
 		wc := workloadConfig{Seed: *seed, Topics: splitList(*topics), Step: *step}
 		if wc.Seed == 0 {
@@ -95,34 +98,17 @@ func produceMain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		src = workloadSource(w)
 	}
 
-	writer := newWriter(brokerList)
-	var sent atomic.Int64
-	start := time.Now()
-	progressDone := make(chan struct{})
-	progressStopped := make(chan struct{})
-	go func() { // progress on stderr for long runs; stopped below
-		defer close(progressStopped)
-		t := time.NewTicker(10 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-progressDone:
-				return
-			case <-t.C:
-				n := sent.Load()
-				fmt.Fprintf(stderr, "rankd produce: %d events sent (%.0f/s)\n", n, float64(n)/time.Since(start).Seconds())
-			}
-		}
-	}()
-	n, err := pace(ctx, writer, src, paceOptions{Rate: *rate, Count: *count, Duration: *duration, Sent: &sent})
-	close(progressDone)
-	<-progressStopped
-	if cerr := writer.Close(); err == nil && cerr != nil && ctx.Err() == nil {
-		err = fmt.Errorf("closing the writer: %w", cerr)
-	}
-	elapsed := time.Since(start)
-	fmt.Fprintf(stdout, "sent %d events in %s (%.0f events/s)\n", n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds())
+	res, err := produce.Run(ctx, brokerList, src, produce.Options{Rate: *rate, Count: *count, Duration: *duration}, stderr)
+	fmt.Fprintln(stdout, res)
 	return err
+}
+
+// workloadSource returns the messages of a workload, without end.
+func workloadSource(w *workload) produce.Source {
+	return func() (kafka.Message, bool, error) {
+		ev := w.next()
+		return kafka.Message{Topic: ev.Topic, Key: ev.Key, Value: ev.Value}, true, nil
+	}
 }
 
 // splitList splits a comma-separated list, dropping empty items.

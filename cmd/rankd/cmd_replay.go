@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -20,15 +18,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/segmentio/kafka-go"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/secure"
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
-	"github.com/rankd/rankd/ranking/ingest"
-	"github.com/rankd/rankd/ranking/store"
 )
 
 const replayHelp = `
@@ -141,9 +136,45 @@ func replayMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return errors.New("not confirmed; nothing done")
 		}
 	}
-	r := &replayRun{cfg: cfg, log: log, flags: f, rc: rc, boards: boards, stdout: stdout, stderr: stderr,
-		reg: prometheus.NewRegistry()}
-	return r.run(ctx)
+	router, err := cfg.Router()
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	if f.metrics != "" {
+		stop, err := serveReplayMetrics(f.metrics, reg, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	view := newReplayProgress(ctx, f.progress, stdout, stderr, log)
+	rb := &consumer.Rebuild{
+		Replay: rc, Schemas: cfg.Schemas(), Router: router, Boards: boards, Group: cfg.Kafka.Group,
+		RolloverLead: cfg.Rollover.Lead, LockTTL: f.lockTTL, LockWait: f.lockWait, DropAfter: f.dropAfter, KeepOld: f.keepOld,
+		Registry: reg, Logger: log, Observer: view,
+	}
+	start := time.Now()
+	if f.dryRun {
+		res, err := rb.DryRun(ctx, cfg.Boards())
+		if err != nil {
+			return err
+		}
+		replaySummary(stdout, res, time.Since(start), "dry run: nothing written (out_of_range needs the boards and is not judged)")
+		return nil
+	}
+	rdb := newRedis(cfg.Redis)
+	defer rdb.Close()
+	st, err := newStore(cfg, rdb, log)
+	if err != nil {
+		return err
+	}
+	res, err := rb.Run(ctx, st)
+	if err != nil {
+		return err
+	}
+	replaySummary(stdout, res, time.Since(start), fmt.Sprintf("switched to generation %d; %d keys of old generations deleted", res.Generation, res.Deleted))
+	return nil
 }
 
 // replayBoards returns the boards of --boards (all when empty), checked.
@@ -185,388 +216,165 @@ func replayTopics(cfg *config.Config, boards []string) []string {
 	return out
 }
 
-func stdinIsTerminal() bool {
-	fi, err := os.Stdin.Stat()
+func stdinIsTerminal() bool { return isTerminal(os.Stdin) }
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// replayRun is one replay.
-type replayRun struct {
-	cfg            *config.Config
-	log            *slog.Logger
-	flags          replayFlags
-	rc             consumer.ReplayConfig
-	boards         []string
-	stdout, stderr io.Writer
-	reg            *prometheus.Registry
-	applyDur       time.Duration // of consumer.Replay
+// replayProgress is the Rebuild's observer: it shows the progress on
+// stderr, a bar per topic (mode bars), a log line every 5 s (mode log) or
+// nothing, and the verification before the switch on stdout.
+type replayProgress struct {
+	ctx    context.Context // stops the bars
+	mode   string
+	stderr io.Writer
+	stdout io.Writer
+	log    *slog.Logger
+
+	topics []string
+	totals map[string]int64
+	mu     sync.Mutex
+	done   map[string]int64
+	bars   map[string]*mpb.Bar
+	p      *mpb.Progress
+	stop   chan struct{}
+	wg     sync.WaitGroup
 }
 
-func (r *replayRun) run(ctx context.Context) error {
-	start := time.Now()
-	if r.flags.metrics != "" {
-		stop, err := r.serveMetrics()
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	router, err := r.cfg.Router()
-	if err != nil {
-		return err
-	}
-	if r.flags.dryRun {
-		return r.dryRun(ctx, router, start)
-	}
-	rdb := newRedis(r.cfg.Redis)
-	defer rdb.Close()
-	st, err := newStore(r.cfg, rdb, r.log)
-	if err != nil {
-		return err
-	}
-
-	// The lock: taken now, renewed while the replay runs; losing it stops
-	// the replay before it can switch.
-	token := newReplayToken()
-	lockTTL := r.flags.lockTTL
-	for deadline := time.Now().Add(r.flags.lockWait); ; {
-		err := st.LockReplay(ctx, token, lockTTL)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, store.ErrReplayLock) || time.Now().After(deadline) {
-			return err
-		}
-		if !consumer.Sleep(ctx, 200*time.Millisecond) {
-			return ctx.Err()
-		}
-	}
-	defer func() {
-		if err := st.UnlockReplay(context.WithoutCancel(ctx), token); err != nil {
-			r.log.Warn("releasing the replay lock failed (it expires by itself)", "err", err)
-		}
-	}()
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel(nil)
-	wg.Go(func() {
-		t := time.NewTicker(lockTTL / 6)
-		defer t.Stop()
-		failures := 0
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			err := st.LockReplay(ctx, token, lockTTL)
-			switch {
-			case err == nil:
-				failures = 0
-			case errors.Is(err, store.ErrReplayLock):
-				cancel(fmt.Errorf("the replay lock was lost: %w", err))
-				return
-			case ctx.Err() == nil:
-				if failures++; failures >= 3 {
-					cancel(fmt.Errorf("renewing the replay lock: %w", err))
-					return
-				}
-				r.log.Warn("renewing the replay lock failed; retrying", "err", err)
-			}
-		}
-	})
-
-	before, err := st.Generations(ctx)
-	if err != nil {
-		return err
-	}
-	gen, _, err := st.BeginBuild(ctx, token, r.boards) // a dead replay's build is listed to drop in the gens hash
-	if err != nil {
-		return err
-	}
-	r.log.Info("replay started", "generation", gen, "boards", strings.Join(r.boards, ","), "topics", strings.Join(r.rc.Topics, ","))
-	// Read after BeginBuild: whatever live consumption applied without
-	// writing the new generation is below these end offsets.
-	ranges, err := consumer.PlanReplay(ctx, r.rc)
-	if err != nil {
-		return err
-	}
-	// Batches end at the live group's committed offsets, so that the stream
-	// time marks live consumption resumes from are exact there too (after a
-	// Redis that lost writes is rebuilt).
-	if lags, err := r.groupLags(ctx); err != nil {
-		r.log.Warn("reading the live group's committed offsets failed; replaying without splitting there", "err", err)
-	} else {
-		consumer.SplitAtCommitted(ranges, lags)
-	}
-	build := st.Generation(gen)
-	sink, err := consumer.NewRankingSink(r.cfg.Schemas(), router, build,
-		consumer.WithRegisterer(r.reg), consumer.WithLogger(r.log), consumer.WithBoards(r.boards))
-	if err != nil {
-		return err
-	}
-	stats, err := r.replay(ctx, ranges, sink)
-	if err != nil {
-		return r.abort(ctx, gen, err)
-	}
-
-	// Verify: every partition reached its end (Replay returns only then);
-	// roll the rolling boards up to the coming period; compare sizes.
-	at := time.Now().Add(r.cfg.Rollover.Lead)
-	for _, name := range r.boards {
-		if err := build.Rollover(ctx, name, at); err != nil {
-			return r.abort(ctx, gen, fmt.Errorf("rolling %s over in generation %d: %w", name, gen, err))
-		}
-	}
-	fmt.Fprintf(r.stdout, "verify: every partition replayed to its end offset; dims per board (old generation -> new):\n")
-	for _, name := range r.boards {
-		old := before[name].Active
-		oldN, err1 := st.Generation(old).DimsCount(ctx, name)
-		newN, err2 := build.DimsCount(ctx, name)
-		if err := errors.Join(err1, err2); err != nil {
-			return r.abort(ctx, gen, err)
-		}
-		fmt.Fprintf(r.stdout, "  %-28s g%d %6d -> g%d %6d\n", name, old, oldN, gen, newN)
-	}
-	if err := context.Cause(ctx); err != nil {
-		return r.abort(ctx, gen, err)
-	}
-	if err := st.Switch(ctx, token, gen, r.boards); err != nil {
-		return r.abort(ctx, gen, err)
-	}
-	r.log.Info("switched to the new generation", "generation", gen)
-
-	// Drop the old generations: this switch's, the builds of replays that
-	// died, and what earlier replays did not get to delete (killed after
-	// their switch). The gens hash keeps the list until each is deleted.
-	pending, err := st.PendingDrops(ctx)
-	if err != nil {
-		return fmt.Errorf("switched to generation %d, but %w", gen, err)
-	}
-	drops := map[int][]string{}
-	for name, gs := range pending {
-		for _, g := range gs {
-			if g != gen && r.cfg.Board(name) != nil {
-				drops[g] = append(drops[g], name)
-			}
-		}
-	}
-	deleted := 0
-	if !r.flags.keepOld {
-		for pass := 0; pass < 2; pass++ {
-			if !consumer.Sleep(ctx, r.flags.dropAfter) {
-				return context.Cause(ctx)
-			}
-			for g, names := range drops {
-				n, err := st.DropGeneration(ctx, g, names, 200)
-				deleted += n
-				if err != nil {
-					return fmt.Errorf("switched to generation %d, but deleting generation %d failed (the next replay deletes it): %w", gen, g, err)
-				}
-			}
-		}
-		for g, names := range drops {
-			for _, name := range names {
-				if err := st.MarkDropped(ctx, token, name, g); err != nil {
-					return fmt.Errorf("switched to generation %d: %w", gen, err)
-				}
-			}
-		}
-	}
-	r.summary(stats, time.Since(start), fmt.Sprintf("switched to generation %d; %d keys of old generations deleted", gen, deleted))
-	return nil
-}
-
-// abort ends a replay that will not switch: the old generation stays
-// active; the partial one is deleted by the next replay.
-func (r *replayRun) abort(ctx context.Context, gen int, err error) error {
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		err = cause
-	}
-	return fmt.Errorf("replay stopped before the switch (the active generation is unchanged; generation %d is partial and the next replay deletes it): %w", gen, err)
-}
-
-func (r *replayRun) dryRun(ctx context.Context, router *ingest.Router, start time.Time) error {
-	ranges, err := consumer.PlanReplay(ctx, r.rc)
-	if err != nil {
-		return err
-	}
-	sink, err := consumer.NewRankingSink(r.cfg.Schemas(), router, consumer.NewDryRunStore(r.cfg.Boards()),
-		consumer.WithRegisterer(r.reg), consumer.WithLogger(r.log), consumer.WithBoards(r.boards))
-	if err != nil {
-		return err
-	}
-	stats, err := r.replay(ctx, ranges, sink)
-	if err != nil {
-		return err
-	}
-	r.summary(stats, time.Since(start), "dry run: nothing written (out_of_range needs the boards and is not judged)")
-	return nil
-}
-
-// replay runs consumer.Replay with progress reporting.
-func (r *replayRun) replay(ctx context.Context, ranges []consumer.PartitionRange, sink *consumer.RankingSink) (consumer.ReplayStats, error) {
-	totals := map[string]int64{}
-	var topics []string
-	for _, pr := range ranges {
-		if _, ok := totals[pr.Topic]; !ok {
-			topics = append(topics, pr.Topic)
-		}
-		totals[pr.Topic] += pr.Total()
-	}
-	done := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "rankd", Subsystem: "replay", Name: "messages_done",
-		Help: "Messages replayed so far, per topic."}, []string{"topic"})
-	total := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "rankd", Subsystem: "replay", Name: "messages_total",
-		Help: "Messages the replay covers, per topic."}, []string{"topic"})
-	r.reg.MustRegister(done, total)
-	var mu sync.Mutex
-	current := map[string]int64{}
-	for _, t := range topics {
-		total.WithLabelValues(t).Set(float64(totals[t]))
-		done.WithLabelValues(t).Set(0)
-	}
-
-	mode := r.flags.progress
+// newReplayProgress returns the progress of --progress mode; auto is bars
+// on a terminal, else log.
+func newReplayProgress(ctx context.Context, mode string, stdout, stderr io.Writer, log *slog.Logger) *replayProgress {
 	if mode == "auto" {
 		mode = "log"
-		if isTerminal(r.stderr) {
+		if isTerminal(stderr) {
 			mode = "bars"
 		}
 	}
-	var bars map[string]*mpb.Bar
-	var p *mpb.Progress
-	if mode == "bars" {
-		p = mpb.NewWithContext(ctx, mpb.WithOutput(r.stderr), mpb.WithWidth(40))
-		bars = map[string]*mpb.Bar{}
-		for _, t := range topics {
-			bars[t] = p.AddBar(totals[t],
+	return &replayProgress{ctx: ctx, mode: mode, stdout: stdout, stderr: stderr, log: log}
+}
+
+func (v *replayProgress) Planned(ranges []consumer.PartitionRange) {
+	v.totals, v.done = map[string]int64{}, map[string]int64{}
+	for _, pr := range ranges {
+		if _, ok := v.totals[pr.Topic]; !ok {
+			v.topics = append(v.topics, pr.Topic)
+		}
+		v.totals[pr.Topic] += pr.Total()
+	}
+	switch v.mode {
+	case "bars":
+		v.p = mpb.NewWithContext(v.ctx, mpb.WithOutput(v.stderr), mpb.WithWidth(40))
+		v.bars = map[string]*mpb.Bar{}
+		for _, t := range v.topics {
+			v.bars[t] = v.p.AddBar(v.totals[t],
 				mpb.PrependDecorators(decor.Name(t, decor.WC{W: 10, C: decor.DindentRight}), decor.CountersNoUnit("%d / %d", decor.WC{W: 22})),
 				mpb.AppendDecorators(decor.Percentage(decor.WC{W: 5}), decor.AverageSpeed(0, " %.0f msg/s", decor.WC{W: 14}),
 					decor.Name(" ETA "), decor.AverageETA(decor.ET_STYLE_GO)))
 		}
+	case "log":
+		v.stop = make(chan struct{})
+		v.wg.Go(v.logLoop)
 	}
-	r.rc.Progress = func(topic string, n int64) {
-		done.WithLabelValues(topic).Set(float64(n))
-		mu.Lock()
-		current[topic] = n
-		mu.Unlock()
-		if b := bars[topic]; b != nil {
-			b.SetCurrent(n)
-		}
-	}
-	stopLog := make(chan struct{})
-	var wg sync.WaitGroup
-	if mode == "log" {
-		wg.Go(func() {
-			t := time.NewTicker(5 * time.Second)
-			defer t.Stop()
-			begin := time.Now()
-			for {
-				select {
-				case <-stopLog:
-					return
-				case <-t.C:
-				}
-				mu.Lock()
-				var sum, all int64
-				for _, tp := range topics {
-					sum += current[tp]
-					all += totals[tp]
-				}
-				mu.Unlock()
-				rate := float64(sum) / time.Since(begin).Seconds()
-				eta := time.Duration(0)
-				if rate > 0 {
-					eta = time.Duration(float64(all-sum) / rate * float64(time.Second)).Round(time.Second)
-				}
-				r.log.Info("replay progress", "done", sum, "total", all, "rate_per_s", int64(rate), "eta", eta.String())
-			}
-		})
-	}
-	began := time.Now()
-	stats, err := consumer.Replay(ctx, r.rc, ranges, sink)
-	r.applyDur = time.Since(began)
-	close(stopLog)
-	wg.Wait()
-	if p != nil {
-		for _, t := range topics {
-			if err == nil {
-				bars[t].SetTotal(totals[t], true)
-			} else {
-				bars[t].Abort(false)
-			}
-		}
-		p.Wait()
-	}
-	return stats, err
 }
 
-func (r *replayRun) summary(st consumer.ReplayStats, d time.Duration, outcome string) {
-	applied, dups := r.counter("rankd_sink_updates_applied_total"), r.counter("rankd_sink_duplicates_total")
-	rate := float64(st.Messages) / r.applyDur.Seconds()
-	fmt.Fprintf(r.stdout, "replay: %s in %s\n", outcome, d.Round(time.Millisecond))
-	fmt.Fprintf(r.stdout, "  messages %d (%.0f/s over the %s of reading and applying; %d more read before --from for stream times)\n",
-		st.Messages, rate, r.applyDur.Round(time.Millisecond), st.Observed)
-	fmt.Fprintf(r.stdout, "  board updates applied %d, duplicate messages %d\n", int64(applied), int64(dups))
+func (v *replayProgress) Progress(topic string, n int64) {
+	v.mu.Lock()
+	v.done[topic] = n
+	v.mu.Unlock()
+	if b := v.bars[topic]; b != nil {
+		b.SetCurrent(n)
+	}
+}
+
+func (v *replayProgress) Replayed(err error) {
+	if v.stop != nil {
+		close(v.stop)
+		v.wg.Wait()
+	}
+	if v.p != nil {
+		for _, t := range v.topics {
+			if err == nil {
+				v.bars[t].SetTotal(v.totals[t], true)
+			} else {
+				v.bars[t].Abort(false)
+			}
+		}
+		v.p.Wait()
+	}
+}
+
+func (v *replayProgress) Verified(sizes []consumer.BoardSize) {
+	fmt.Fprintf(v.stdout, "verify: every partition replayed to its end offset; dims per board (old generation -> new):\n")
+	for _, s := range sizes {
+		fmt.Fprintf(v.stdout, "  %-28s g%d %6d -> g%d %6d\n", s.Board, s.OldGen, s.Old, s.NewGen, s.New)
+	}
+}
+
+// logLoop logs the progress every 5 s until Replayed.
+func (v *replayProgress) logLoop() {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	begin := time.Now()
+	for {
+		select {
+		case <-v.stop:
+			return
+		case <-t.C:
+		}
+		v.mu.Lock()
+		var sum, all int64
+		for _, tp := range v.topics {
+			sum += v.done[tp]
+			all += v.totals[tp]
+		}
+		v.mu.Unlock()
+		rate := float64(sum) / time.Since(begin).Seconds()
+		eta := time.Duration(0)
+		if rate > 0 {
+			eta = time.Duration(float64(all-sum) / rate * float64(time.Second)).Round(time.Second)
+		}
+		v.log.Info("replay progress", "done", sum, "total", all, "rate_per_s", int64(rate), "eta", eta.String())
+	}
+}
+
+// replaySummary prints the outcome of a replay.
+func replaySummary(w io.Writer, res consumer.RebuildResult, d time.Duration, outcome string) {
+	st := res.Stats
+	rate := float64(st.Messages) / res.ReplayTime.Seconds()
+	fmt.Fprintf(w, "replay: %s in %s\n", outcome, d.Round(time.Millisecond))
+	fmt.Fprintf(w, "  messages %d (%.0f/s over the %s of reading and applying; %d more read before --from for stream times)\n",
+		st.Messages, rate, res.ReplayTime.Round(time.Millisecond), st.Observed)
+	fmt.Fprintf(w, "  board updates applied %d, duplicate messages %d\n", res.Applied, res.Duplicates)
 	var reasons []string
 	for reason := range st.DeadLetters {
 		reasons = append(reasons, reason)
 	}
 	sort.Strings(reasons)
 	if len(reasons) == 0 {
-		fmt.Fprintf(r.stdout, "  dead letters: none\n")
+		fmt.Fprintf(w, "  dead letters: none\n")
 	}
 	for _, reason := range reasons {
-		fmt.Fprintf(r.stdout, "  dead letters %-14s %d\n", reason, st.DeadLetters[reason])
+		fmt.Fprintf(w, "  dead letters %-14s %d\n", reason, st.DeadLetters[reason])
 	}
 }
 
-// counter sums a counter's series on the replay's registry.
-func (r *replayRun) counter(name string) float64 {
-	mfs, err := r.reg.Gather()
-	if err != nil {
-		return 0
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
-}
-
-func (r *replayRun) serveMetrics() (func(), error) {
-	ln, err := net.Listen("tcp", r.flags.metrics)
+// serveReplayMetrics serves reg at addr/metrics until the returned stop.
+func serveReplayMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	r.log.Info("replay metrics", "addr", ln.Addr().String())
+	log.Info("replay metrics", "addr", ln.Addr().String())
 	return func() { _ = srv.Close() }, nil
-}
-
-func newReplayToken() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// groupLags reads the live group's committed offsets of the replayed topics.
-func (r *replayRun) groupLags(ctx context.Context) ([]consumer.PartitionLag, error) {
-	tr := secure.KafkaTransport(r.rc.Dialer)
-	defer tr.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(r.cfg.Kafka.Brokers...), Timeout: 10 * time.Second, Transport: tr}
-	lags, err := consumer.GroupLag(ctx, client, r.cfg.Kafka.Group, r.rc.Topics)
-	if errors.Is(err, kafka.GroupIdNotFound) {
-		return nil, nil
-	}
-	return lags, err
 }

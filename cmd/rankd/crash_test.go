@@ -17,6 +17,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/config"
+	"github.com/rankd/rankd/internal/produce"
 	"github.com/rankd/rankd/internal/testenv"
 )
 
@@ -84,7 +85,7 @@ func testCrash(t *testing.T, bin string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newWriter(broker.Addrs())
+	w := produce.NewWriter(broker.Addrs())
 	t.Cleanup(func() { _ = w.Close() })
 	var (
 		mu       sync.Mutex
@@ -96,7 +97,7 @@ func testCrash(t *testing.T, bin string) {
 			return kafka.Message{Topic: ev.Topic, Key: ev.Key, Value: ev.Value}, true, nil
 		}
 		rec := &recordingWriter{w: w, mu: &mu, out: &produced}
-		_, err := pace(ctx, rec, src, paceOptions{Count: int64(n)})
+		_, err := produce.Pace(ctx, rec, src, produce.Options{Count: int64(n)})
 		return err
 	}
 	ctx := ctxTimeout(t, 3*time.Minute)

@@ -3,8 +3,10 @@
 //
 //	rankd run --config rankd.yaml      consume, apply, serve
 //	rankd dev                          everything embedded, for a first look
+//	                                   (not in a -tags nodev build: the image)
 //	rankd produce --brokers B --rate N load generator
 //	rankd rollover --config FILE       prefill rolling boards now
+//	rankd replay --config FILE         rebuild boards from the topics, then switch
 //	rankd config check FILE            print the resolved boards or the errors
 //	rankd healthcheck --url URL        exit 0 when URL answers 2xx
 //	rankd version (or --version)       version and VCS revision of the build

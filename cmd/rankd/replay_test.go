@@ -20,6 +20,7 @@ import (
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
 	"github.com/rankd/rankd/internal/oracle"
+	"github.com/rankd/rankd/internal/produce"
 	"github.com/rankd/rankd/internal/testenv"
 	"github.com/rankd/rankd/ranking/ingest"
 	"github.com/rankd/rankd/ranking/store"
@@ -76,7 +77,7 @@ func testReplay(t *testing.T, bin string) {
 		t.Fatal(err)
 	}
 	log := replayLogMessages(wl, rng, total)
-	w := newWriter(broker.Addrs())
+	w := produce.NewWriter(broker.Addrs())
 	t.Cleanup(func() { _ = w.Close() })
 	ctx := ctxTimeout(t, 8*time.Minute)
 	first := replayEvents * 6 / 10

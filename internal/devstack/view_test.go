@@ -1,4 +1,4 @@
-package main
+package devstack
 
 import (
 	"fmt"
@@ -49,15 +49,15 @@ func TestDevScreenFits(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%dx%d", tt.cols, tt.rows), func(t *testing.T) {
-			n, shown := devLayout(tt.rows, len(banner), len(boards))
+			n, shown := layout(tt.rows, len(banner), len(boards))
 			if n != tt.wantN || shown != tt.wantOf {
 				t.Fatalf("layout = %d members × %d boards, want %d × %d", n, shown, tt.wantN, tt.wantOf)
 			}
-			var dbs []devBoard
+			var dbs []boardTop
 			for _, b := range boards[:shown] {
-				dbs = append(dbs, devBoard{b: b, page: page(b)})
+				dbs = append(dbs, boardTop{b: b, page: page(b)})
 			}
-			screen := devScreen(banner, "12:00:00 · 100 events sent (100/s)", dbs, n, tt.cols)
+			screen := screen(banner, "12:00:00 · 100 events sent (100/s)", dbs, n, tt.cols)
 			lines := strings.Split(screen, "\n")
 			if len(lines) > tt.rows {
 				t.Errorf("%d lines for %d rows:\n%s", len(lines), tt.rows, screen)
@@ -76,5 +76,20 @@ func TestDevScreenFits(t *testing.T) {
 				t.Errorf("%d member rows, want %d", got, n*shown)
 			}
 		})
+	}
+}
+
+func TestFormatValue(t *testing.T) {
+	for _, tt := range []struct {
+		v    int64
+		dec  int
+		want string
+	}{
+		{0, 0, "0"}, {1234, 0, "1234"}, {-5, 0, "-5"}, {1234, 2, "12.34"}, {5, 2, "0.05"}, {-5, 3, "-0.005"},
+		{-1 << 63, 2, "-92233720368547758.08"},
+	} {
+		if got := formatValue(tt.v, tt.dec); got != tt.want {
+			t.Errorf("formatValue(%d, %d) = %q, want %q", tt.v, tt.dec, got, tt.want)
+		}
 	}
 }

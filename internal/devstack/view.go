@@ -1,4 +1,4 @@
-package main
+package devstack
 
 import (
 	"context"
@@ -16,10 +16,10 @@ import (
 	"github.com/rankd/rankd/ranking/store"
 )
 
-// devView shows what `rankd dev` is doing: on a terminal, a screen that
+// view shows what `rankd dev` is doing: on a terminal, a screen that
 // it redraws every second (banner and a top 10 of each board); otherwise
 // the banner once and a compact snapshot line every few seconds.
-type devView struct {
+type view struct {
 	out    io.Writer
 	tui    bool
 	banner []string
@@ -30,9 +30,9 @@ type devView struct {
 }
 
 const (
-	devTopN         = 10
-	devTUIInterval  = time.Second
-	devLineInterval = 5 * time.Second
+	topN         = 10
+	tuiInterval  = time.Second
+	lineInterval = 5 * time.Second
 )
 
 // isTerminal reports whether w is a character device (a terminal).
@@ -46,10 +46,10 @@ func isTerminal(w io.Writer) bool {
 }
 
 // run shows the view until ctx is done.
-func (v *devView) run(ctx context.Context) error {
-	interval := devLineInterval
+func (v *view) run(ctx context.Context) error {
+	interval := lineInterval
 	if v.tui {
-		interval = devTUIInterval
+		interval = tuiInterval
 	} else {
 		fmt.Fprintln(v.out, strings.Join(v.banner, "\n"))
 	}
@@ -71,28 +71,28 @@ func (v *devView) run(ctx context.Context) error {
 }
 
 // top reads the current top n of b, with a short timeout.
-func (v *devView) top(ctx context.Context, b *ranking.Board, n int) (store.Page, error) {
+func (v *view) top(ctx context.Context, b *ranking.Board, n int) (store.Page, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	return v.store.Top(ctx, b.Name, nil, "current", n, store.RankRow)
 }
 
-func (v *devView) rate() string {
+func (v *view) rate() string {
 	n := v.sent.Load()
 	return fmt.Sprintf("%d events sent (%.0f/s)", n, float64(n)/time.Since(v.start).Seconds())
 }
 
 // drawScreen clears the terminal and draws the banner and the boards,
 // fitted to the terminal's size (80×24 when it cannot be read).
-func (v *devView) drawScreen(ctx context.Context) {
+func (v *view) drawScreen(ctx context.Context) {
 	cols, rows, ok := termSize(v.out)
 	if !ok {
 		cols, rows = 80, 24
 	}
-	n, shown := devLayout(rows, len(v.banner), len(v.boards))
-	var pages []devBoard
+	n, shown := layout(rows, len(v.banner), len(v.boards))
+	var pages []boardTop
 	for _, b := range v.boards[:shown] {
-		db := devBoard{b: b}
+		db := boardTop{b: b}
 		if n > 0 {
 			db.page, db.err = v.top(ctx, b, n)
 			if db.err != nil && ctx.Err() != nil {
@@ -105,11 +105,11 @@ func (v *devView) drawScreen(ctx context.Context) {
 	if shown < len(v.boards) {
 		status += fmt.Sprintf(" · %d more boards (a taller terminal shows them)", len(v.boards)-shown)
 	}
-	_, _ = io.WriteString(v.out, "\x1b[H\x1b[2J"+devScreen(v.banner, status, pages, n, cols))
+	_, _ = io.WriteString(v.out, "\x1b[H\x1b[2J"+screen(v.banner, status, pages, n, cols))
 }
 
-// devBoard is one board's top as the dev screen shows it.
-type devBoard struct {
+// boardTop is one board's top as the dev screen shows it.
+type boardTop struct {
 	b    *ranking.Board
 	page store.Page
 	err  error
@@ -117,17 +117,17 @@ type devBoard struct {
 
 // Lines of the dev screen besides the banner and the boards: a blank line
 // and the status line, a blank line and "Ctrl-C to stop".
-const devFixedLines = 4
+const fixedLines = 4
 
-// devLayout returns how many members per board (n, at most devTopN) and
+// layout returns how many members per board (n, at most topN) and
 // how many boards fit in rows, below a banner of banner lines: each board
 // takes a blank line, its title, its period line, the table header and n
 // rows. The banner (with the URLs) and the status lines always stay.
-func devLayout(rows, banner, boards int) (n, shown int) {
-	free := rows - banner - devFixedLines
+func layout(rows, banner, boards int) (n, shown int) {
+	free := rows - banner - fixedLines
 	const perBoard = 4 // blank, title, period, header
 	for shown = boards; shown > 0; shown-- {
-		n = min(devTopN, free/shown-perBoard)
+		n = min(topN, free/shown-perBoard)
 		if n >= 1 {
 			return n, shown
 		}
@@ -135,8 +135,8 @@ func devLayout(rows, banner, boards int) (n, shown int) {
 	return 0, 0
 }
 
-// devScreen renders the screen: every line cut to cols.
-func devScreen(banner []string, status string, boards []devBoard, n, cols int) string {
+// screen renders the screen: every line cut to cols.
+func screen(banner []string, status string, boards []boardTop, n, cols int) string {
 	var lines []string
 	lines = append(lines, banner...)
 	lines = append(lines, "", status)
@@ -180,7 +180,7 @@ func devScreen(banner []string, status string, boards []devBoard, n, cols int) s
 }
 
 // drawLine writes one snapshot line: the top 3 of each board.
-func (v *devView) drawLine(ctx context.Context) {
+func (v *view) drawLine(ctx context.Context) {
 	parts := []string{time.Now().Format("15:04:05"), v.rate()}
 	for _, b := range v.boards {
 		page, err := v.top(ctx, b, 3)

@@ -1,4 +1,4 @@
-package main
+package devstack
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -23,37 +24,38 @@ import (
 // The servers `rankd dev` embeds: a Kafka-protocol broker (kfake, in
 // process) and a Redis (redis-server from PATH, else miniredis in process).
 
-// devBroker is an in-process single-broker kfake cluster on a free
+// broker is an in-process single-broker kfake cluster on a free
 // loopback port with topics created, in memory only.
-type devBroker struct {
+type broker struct {
 	cluster *kfake.Cluster
 }
 
-func startBroker(partitions int, topics ...string) (*devBroker, error) {
+func startBroker(partitions int, topics ...string) (*broker, error) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), topics...))
 	if err != nil {
 		return nil, fmt.Errorf("starting the embedded broker: %w", err)
 	}
-	return &devBroker{cluster: c}, nil
+	return &broker{cluster: c}, nil
 }
 
-func (b *devBroker) Addrs() []string { return b.cluster.ListenAddrs() }
+func (b *broker) Addrs() []string { return b.cluster.ListenAddrs() }
 
-func (b *devBroker) Close() { b.cluster.Close() }
+func (b *broker) Close() { b.cluster.Close() }
 
-// devRedis is a Redis for `rankd dev`.
-type devRedis struct {
+// redisServer is a Redis for `rankd dev`.
+type redisServer struct {
 	Addr string
 	Kind string // what it is, for the banner
 	stop func() error
 }
 
-// Close stops the server and removes its files.
-func (r *devRedis) Close() error { return r.stop() }
+// Close stops the server and removes its files; later calls return the
+// first one's result.
+func (r *redisServer) Close() error { return r.stop() }
 
 // startRedis starts redis-server from PATH on a free loopback port with a
 // temp dir, or, when there is none, miniredis in process.
-func startRedis(ctx context.Context) (*devRedis, error) {
+func startRedis(ctx context.Context) (*redisServer, error) {
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
 		return startMiniredis()
@@ -72,7 +74,7 @@ func startRedis(ctx context.Context) (*devRedis, error) {
 // startMiniredis starts miniredis on a free loopback port. miniredis only
 // counts TTLs down when told to, so a ticker moves its clock with the real
 // one: dedupe keys and old periods expire as on a real Redis.
-func startMiniredis() (*devRedis, error) {
+func startMiniredis() (*redisServer, error) {
 	m := miniredis.NewMiniRedis()
 	if err := m.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("starting miniredis: %w", err)
@@ -93,22 +95,22 @@ func startMiniredis() (*devRedis, error) {
 			}
 		}
 	}()
-	return &devRedis{
+	return &redisServer{
 		Addr: m.Addr(),
 		Kind: "miniredis (in process; no redis-server on PATH)",
-		stop: func() error {
+		stop: sync.OnceValue(func() error {
 			close(done)
 			<-stopped
 			m.Close()
 			return nil
-		},
+		}),
 	}, nil
 }
 
 // redisReadyTimeout bounds the wait for redis-server to answer PING.
 const redisReadyTimeout = 10 * time.Second
 
-func startRedisServer(ctx context.Context, path string) (*devRedis, error) {
+func startRedisServer(ctx context.Context, path string) (*redisServer, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -127,7 +129,7 @@ func startRedisServer(ctx context.Context, path string) (*devRedis, error) {
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	stop := func() error {
+	stop := sync.OnceValue(func() error {
 		defer os.RemoveAll(dir)
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -138,7 +140,7 @@ func startRedisServer(ctx context.Context, path string) (*devRedis, error) {
 			<-exited
 			return errors.New("redis-server did not stop on SIGTERM; killed")
 		}
-	}
+	})
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer rdb.Close()
@@ -146,7 +148,7 @@ func startRedisServer(ctx context.Context, path string) (*devRedis, error) {
 	for {
 		info, err := rdb.Info(ctx, "server").Result()
 		if err == nil {
-			return &devRedis{Addr: addr, Kind: "redis-server " + redisVersion(info) + " (" + path + ", data in " + dir + ")", stop: stop}, nil
+			return &redisServer{Addr: addr, Kind: "redis-server " + redisVersion(info) + " (" + path + ", data in " + dir + ")", stop: stop}, nil
 		}
 		select {
 		case <-exited:

@@ -1,4 +1,9 @@
-package main
+// Package produce sends events to Kafka at a given rate: the load
+// generator of `rankd produce` and `rankd dev`. A Source gives the messages
+// (the standard workload, or the lines of a file with FileSource); Pace
+// writes them to a Writer at a rate, up to a count or a duration; Run does
+// both with a kafka-go Writer and progress lines.
+package produce
 
 import (
 	"bufio"
@@ -14,11 +19,11 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// newWriter returns the producer's kafka-go Writer: synchronous, batches of
+// NewWriter returns the producer's kafka-go Writer: synchronous, batches of
 // up to 1000 messages or 5 ms (kafka-go's 1 s default is far too slow),
 // acks from all replicas, partitioned by a hash of the key (the anchor id,
 // so an anchor's events stay in order). Topics are per message.
-func newWriter(brokers []string) *kafka.Writer {
+func NewWriter(brokers []string) *kafka.Writer {
 	return &kafka.Writer{
 		Addr:         kafka.TCP(brokers...),
 		Balancer:     &kafka.Hash{},
@@ -30,29 +35,20 @@ func newWriter(brokers []string) *kafka.Writer {
 	}
 }
 
-// messageWriter is what pace writes to (a *kafka.Writer).
-type messageWriter interface {
+// Writer is what Pace writes to (a *kafka.Writer).
+type Writer interface {
 	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
 }
 
-// messageSource returns the next message, or ok false when there is none
-// left.
-type messageSource func() (m kafka.Message, ok bool, err error)
+// Source returns the next message, or ok false when there is none left.
+type Source func() (m kafka.Message, ok bool, err error)
 
-// workloadSource returns the messages of a workload, without end.
-func workloadSource(w *workload) messageSource {
-	return func() (kafka.Message, bool, error) {
-		ev := w.next()
-		return kafka.Message{Topic: ev.Topic, Key: ev.Key, Value: ev.Value}, true, nil
-	}
-}
-
-// fileSource returns one message per line of r: blank lines and lines
+// FileSource returns one message per line of r: blank lines and lines
 // starting with # are skipped. A JSON object line goes to the topic of its
 // "topic" field, else to topic; its key is the value of keyField (a string
 // or a number), if any. Other lines (not JSON: useful to test dead
 // letters) go as they are to topic.
-func fileSource(r io.Reader, topic, keyField string) messageSource {
+func FileSource(r io.Reader, topic, keyField string) Source {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	line := 0
@@ -91,8 +87,8 @@ func fileSource(r io.Reader, topic, keyField string) messageSource {
 	}
 }
 
-// paceOptions bound a pace run.
-type paceOptions struct {
+// Options bound a Pace run.
+type Options struct {
 	Rate     float64       // messages per second; 0: as fast as possible
 	Count    int64         // stop after this many; 0: no limit
 	Duration time.Duration // stop after this long; 0: no limit
@@ -100,16 +96,16 @@ type paceOptions struct {
 	Sent *atomic.Int64
 }
 
-// paceChunk is the most messages handed to one WriteMessages call.
-const paceChunk = 4096
+// Chunk is the most messages handed to one WriteMessages call.
+const Chunk = 4096
 
-// paceTick is how often a rate-limited run tops up its messages.
-const paceTick = 10 * time.Millisecond
+// tick is how often a rate-limited run tops up its messages.
+const tick = 10 * time.Millisecond
 
-// pace writes the messages of src to w at opts.Rate until src ends, a limit
+// Pace writes the messages of src to w at opts.Rate until src ends, a limit
 // is reached or ctx is done, and returns how many were acknowledged. Being
 // stopped by ctx is not an error.
-func pace(ctx context.Context, w messageWriter, src messageSource, opts paceOptions) (int64, error) {
+func Pace(ctx context.Context, w Writer, src Source, opts Options) (int64, error) {
 	var sent int64
 	start := time.Now()
 	var deadline <-chan time.Time
@@ -118,12 +114,12 @@ func pace(ctx context.Context, w messageWriter, src messageSource, opts paceOpti
 		defer t.Stop()
 		deadline = t.C
 	}
-	var tick *time.Ticker
+	var ticker *time.Ticker
 	if opts.Rate > 0 {
-		tick = time.NewTicker(paceTick)
-		defer tick.Stop()
+		ticker = time.NewTicker(tick)
+		defer ticker.Stop()
 	}
-	batch := make([]kafka.Message, 0, paceChunk)
+	batch := make([]kafka.Message, 0, Chunk)
 	for {
 		select {
 		case <-ctx.Done():
@@ -132,7 +128,7 @@ func pace(ctx context.Context, w messageWriter, src messageSource, opts paceOpti
 			return sent, nil
 		default:
 		}
-		n := int64(paceChunk)
+		n := int64(Chunk)
 		if opts.Rate > 0 {
 			due := int64(opts.Rate*time.Since(start).Seconds()) - sent
 			if due <= 0 {
@@ -141,7 +137,7 @@ func pace(ctx context.Context, w messageWriter, src messageSource, opts paceOpti
 					return sent, nil
 				case <-deadline:
 					return sent, nil
-				case <-tick.C:
+				case <-ticker.C:
 				}
 				continue
 			}
@@ -171,7 +167,7 @@ func pace(ctx context.Context, w messageWriter, src messageSource, opts paceOpti
 				if ctx.Err() != nil {
 					return sent, nil
 				}
-				return sent, fmt.Errorf("writing %d messages: %w", len(batch), writeErr(err))
+				return sent, fmt.Errorf("writing %d messages: %w", len(batch), WriteError(err))
 			}
 			sent += int64(len(batch))
 			if opts.Sent != nil {
@@ -184,8 +180,8 @@ func pace(ctx context.Context, w messageWriter, src messageSource, opts paceOpti
 	}
 }
 
-// writeErr shortens kafka-go's per-message errors to the first one.
-func writeErr(err error) error {
+// WriteError shortens kafka-go's per-message errors to the first one.
+func WriteError(err error) error {
 	var we kafka.WriteErrors
 	if errors.As(err, &we) {
 		for _, e := range we {

@@ -1,0 +1,146 @@
+// Package devstack is `rankd dev`: everything on this machine with nothing
+// but Go installed. It starts an in-process Kafka-protocol broker (franz-go's
+// kfake, memory only) and a Redis (redis-server from PATH on a free port
+// with a temp dir, else the in-process miniredis), wires the example config
+// to them, runs the rankd the caller builds from that config (consumer,
+// rollover timer, HTTP API), produces a workload into the broker and shows
+// a live top of two boards on the terminal.
+//
+// It links miniredis, gopher-lua and franz-go: production builds
+// (-tags nodev) leave it out.
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rankd/rankd/config"
+	"github.com/rankd/rankd/internal/produce"
+	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
+)
+
+// Boards are the boards the dev screen shows.
+var Boards = []string{"anchor_hot_30m", "anchor_7d"}
+
+// App is the rankd that dev runs against its embedded servers: the
+// consumer, the rollover timer and the HTTP API of `rankd run`.
+type App interface {
+	// Store is the store of the config's boards, for the dev screen.
+	Store() *store.Store
+	// Run serves on ln and consumes until ctx is done or a part fails;
+	// it releases everything the App holds when it returns.
+	Run(ctx context.Context, ln net.Listener) error
+}
+
+// Options configure Run.
+type Options struct {
+	// HTTPAddr is the address of the HTTP API, metrics and health.
+	HTTPAddr string
+	// Rate is the events per second produced; 0: as fast as possible.
+	Rate float64
+	// TUI redraws a screen every second when Stdout is a terminal;
+	// otherwise a snapshot line is printed every few seconds.
+	TUI bool
+	// Workload is the traffic produced; Seed, its seed, is shown in the
+	// banner.
+	Workload produce.Source
+	Seed     int64
+	// NewApp wires the rankd of cfg (the example config with the
+	// addresses of the embedded servers); it connects to nothing yet.
+	NewApp func(cfg *config.Config, log *slog.Logger) (App, error)
+	Log    *slog.Logger
+	Stdout io.Writer // banner and screen
+	Stderr io.Writer // problems while stopping
+}
+
+// Run runs `rankd dev` until ctx is done, then stops everything it
+// started and removes its files.
+func Run(ctx context.Context, o Options) error {
+	if o.Rate < 0 {
+		return errors.New("the rate must not be negative")
+	}
+	cfg, err := config.LoadBytes("config/example.yaml", config.Example())
+	if err != nil {
+		return err
+	}
+
+	topics := append(slices.Clone(cfg.Kafka.Topics), cfg.Kafka.DeadLetterTopic)
+	broker, err := startBroker(6, topics...)
+	if err != nil {
+		return err
+	}
+	defer broker.Close()
+	rds, err := startRedis(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := rds.Close(); err != nil {
+			fmt.Fprintf(o.Stderr, "rankd dev: %v\n", err)
+		}
+	}()
+	cfg.Kafka.Brokers = broker.Addrs()
+	cfg.Redis.Addr, cfg.Redis.Addrs = rds.Addr, nil
+	cfg.HTTP.Listen = o.HTTPAddr
+
+	// The HTTP address first, so that a taken port fails at once.
+	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
+	if err != nil {
+		return fmt.Errorf("http listen: %w (another rankd dev running? try --http 127.0.0.1:8081)", err)
+	}
+	app, err := o.NewApp(cfg, o.Log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	var boards []*ranking.Board
+	for _, name := range Boards {
+		if b := cfg.Board(name); b != nil {
+			boards = append(boards, b)
+		}
+	}
+	base := "http://" + ln.Addr().String()
+	rateText := fmt.Sprintf("%g events/s", o.Rate)
+	if o.Rate == 0 {
+		rateText = "full speed"
+	}
+	var sent atomic.Int64
+	v := &view{
+		out: o.Stdout, tui: o.TUI && isTerminal(o.Stdout), store: app.Store(), boards: boards, sent: &sent, start: time.Now(),
+		banner: []string{
+			"rankd dev: everything embedded; nothing is kept",
+			fmt.Sprintf("  kafka  kfake (in process) on %s, topics %s", strings.Join(broker.Addrs(), ","), strings.Join(topics, ",")),
+			fmt.Sprintf("  redis  %s on %s", rds.Kind, rds.Addr),
+			fmt.Sprintf("  load   standard workload at %s (seed %d)", rateText, o.Seed),
+			fmt.Sprintf("  open   %s/            boards page", base),
+			fmt.Sprintf("         %s/v1/boards   JSON API", base),
+			fmt.Sprintf("         %s/metrics     Prometheus metrics", base),
+		},
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return app.Run(gctx, ln) })
+	g.Go(func() error {
+		if _, err := produce.Run(gctx, cfg.Kafka.Brokers, o.Workload, produce.Options{Rate: o.Rate, Sent: &sent}, nil); err != nil {
+			return fmt.Errorf("producer: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error { return v.run(gctx) })
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Stdout, "rankd dev: stopped (%d events sent)\n", sent.Load())
+	return nil
+}
