@@ -151,6 +151,16 @@ type fault struct {
 	note     string
 }
 
+// sinceRepair describes when the recovery came relative to the repair: the
+// rest of the group may take over the partitions of a killed instance
+// before it is restarted.
+func (f fault) sinceRepair() string {
+	if f.afterFix < 0 {
+		return fmt.Sprintf("%.2fs before the repair", -f.afterFix.Seconds())
+	}
+	return fmt.Sprintf("%.2fs after the repair", f.afterFix.Seconds())
+}
+
 // redisTarget is a redis-server that faults may kill or pause.
 type redisTarget struct {
 	name string
@@ -234,7 +244,7 @@ func runChaos(t *testing.T, bin string, plan chaosPlan) {
 	}
 	// Wait until the group applies everywhere before the first fault.
 	c.start = time.Now()
-	if _, err := c.waitRecovered(c.snapshot(), time.Now(), "start"); err != nil {
+	if _, err := c.watchRecovery(c.snapshot(), time.Now(), "start").wait(c); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%s; %d instances up and applying after %v; %d messages sent",
@@ -253,8 +263,8 @@ func runChaos(t *testing.T, bin string, plan chaosPlan) {
 		c.checkAlive()
 		f := c.inject(kind)
 		c.faults = append(c.faults, f)
-		t.Logf("fault %2d/%d %-6s %-7s at %6.1fs: outage %5.2fs, recovered %5.2fs after the injection (%5.2fs after the repair) %s",
-			i+1, len(schedule), f.kind, f.target, f.at.Seconds(), f.outage.Seconds(), f.recovery.Seconds(), f.afterFix.Seconds(), f.note)
+		t.Logf("fault %2d/%d %-6s %-7s at %6.1fs: outage %5.2fs, recovered %5.2fs after the injection (%s) %s",
+			i+1, len(schedule), f.kind, f.target, f.at.Seconds(), f.outage.Seconds(), f.recovery.Seconds(), f.sinceRepair(), f.note)
 	}
 	faultsDone := time.Since(c.start)
 
@@ -358,7 +368,7 @@ func runChaos(t *testing.T, bin string, plan chaosPlan) {
 	fmt.Fprintf(tw, "worst recovery\t%.2fs (%s %s, outage %.2fs)\n", worstAll.recovery.Seconds(), worstAll.kind, worstAll.target, worstAll.outage.Seconds())
 	for _, k := range faultKinds {
 		if f, ok := worst[k]; ok {
-			fmt.Fprintf(tw, "  worst after %s\t%.2fs from the injection, %.2fs from the repair (outage %.2fs)\n", k, f.recovery.Seconds(), f.afterFix.Seconds(), f.outage.Seconds())
+			fmt.Fprintf(tw, "  worst after %s\t%.2fs from the injection, %s (outage %.2fs)\n", k, f.recovery.Seconds(), f.sinceRepair(), f.outage.Seconds())
 		}
 	}
 	dlTotal := 0
@@ -389,32 +399,58 @@ func (c *chaos) snapshot() offsetSnap {
 	}
 }
 
-// waitRecovered waits until every partition has committed beyond before's
-// log end, and returns when that was seen.
-func (c *chaos) waitRecovered(before offsetSnap, since time.Time, what string) (time.Time, error) {
-	var last offsetSnap
-	var lastErr error
-	for {
-		s, err := c.off.read(c.t.Context())
-		if err == nil {
-			if s.progressedPast(before) {
-				return s.at, nil
-			}
-			last = s
-		}
-		lastErr = err
-		if time.Since(since) > recoveryTimeout {
-			var stuck []string
-			for k, e := range before.end {
-				if last.committed[k] <= e {
-					stuck = append(stuck, fmt.Sprintf("%s committed %d, end then %d, now %d", k, last.committed[k], e, last.end[k]))
+// recoveryWatch watches, from the injection of a fault on and while the
+// fault is repaired, for the moment every partition has committed beyond
+// the log end it had before the fault.
+type recoveryWatch struct {
+	done chan struct{}
+	at   time.Time // when the recovery was seen
+	err  error
+}
+
+func (c *chaos) watchRecovery(before offsetSnap, since time.Time, what string) *recoveryWatch {
+	w := &recoveryWatch{done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		var last offsetSnap
+		var lastErr error
+		for {
+			s, err := c.off.read(c.t.Context())
+			if err == nil {
+				if s.progressedPast(before) {
+					w.at = s.at
+					return
 				}
+				last = s
 			}
-			return time.Time{}, fmt.Errorf("%s: not recovered after %v (last error %v); partitions not past the end at the fault: %s",
-				what, recoveryTimeout, lastErr, strings.Join(stuck, "; "))
+			lastErr = err
+			if time.Since(since) > recoveryTimeout || c.t.Context().Err() != nil {
+				var stuck []string
+				for k, e := range before.end {
+					if last.committed[k] <= e {
+						stuck = append(stuck, fmt.Sprintf("%s committed %d, end then %d, now %d", k, last.committed[k], e, last.end[k]))
+					}
+				}
+				w.err = fmt.Errorf("%s: not recovered after %v (last error %v); partitions not past the end at the fault: %s",
+					what, recoveryTimeout, lastErr, strings.Join(stuck, "; "))
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		c.checkAlive()
-		time.Sleep(100 * time.Millisecond)
+	}()
+	return w
+}
+
+// wait waits for the recovery, checking meanwhile that every instance
+// runs.
+func (w *recoveryWatch) wait(c *chaos) (time.Time, error) {
+	for {
+		select {
+		case <-w.done:
+			return w.at, w.err
+		case <-time.After(200 * time.Millisecond):
+			c.checkAlive()
+		}
 	}
 }
 
@@ -443,6 +479,7 @@ func (c *chaos) inject(kind faultKind) fault {
 	f := fault{kind: kind}
 	injected := time.Now()
 	f.at = injected.Sub(c.start)
+	watch := c.watchRecovery(before, injected, string(kind))
 	var repaired time.Time
 	switch kind {
 	case faultKill, faultTerm:
@@ -509,7 +546,7 @@ func (c *chaos) inject(kind faultKind) fault {
 		repaired = time.Now()
 	}
 	f.outage = repaired.Sub(injected)
-	at, err := c.waitRecovered(before, injected, fmt.Sprintf("%s %s", kind, f.target))
+	at, err := watch.wait(c)
 	if err != nil {
 		c.failWithLogs("%v", err)
 	}

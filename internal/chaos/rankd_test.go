@@ -95,7 +95,6 @@ func newInstance(t *testing.T, name, bin, cfgPath, listen string, extra ...strin
 		args: append([]string{"run", "--config", cfgPath, "--log-format", "text", "--log-level", "warn"}, extra...),
 		env:  cleanEnv(),
 		base: "http://" + listen,
-		// kept on failure: the test's temp dir
 		logPath: filepath.Join(t.TempDir(), name+".log"),
 	}
 	t.Cleanup(func() { in.kill() })

@@ -33,14 +33,20 @@ func NewCluster(t testing.TB, opts RedisClusterOptions) *RedisCluster {
 			require(t, errMissing{bin + " not found in PATH: " + installRedisCluster})
 		}
 	}
+	// The dirs first: t's cleanups run last registered first, and a node
+	// must stop before its dir goes (it saves its data at SIGTERM, and
+	// refuses to exit when it cannot).
+	dirs := make([]string, clusterNodes)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
 	c := &RedisCluster{}
 	t.Cleanup(func() {
 		for _, n := range c.nodes {
 			n.shutdown(syscall.SIGTERM)
 		}
 	})
-	for range clusterNodes {
-		dir := t.TempDir()
+	for _, dir := range dirs {
 		args := append(redisArgs(dir, RedisOptions{Persist: opts.Persist}),
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
