@@ -90,11 +90,11 @@ type instance struct {
 
 func newInstance(t *testing.T, name, bin, cfgPath, listen string, extra ...string) *instance {
 	in := &instance{
-		name: name,
-		bin:  bin,
-		args: append([]string{"run", "--config", cfgPath, "--log-format", "text", "--log-level", "warn"}, extra...),
-		env:  cleanEnv(),
-		base: "http://" + listen,
+		name:    name,
+		bin:     bin,
+		args:    append([]string{"run", "--config", cfgPath, "--log-format", "text", "--log-level", "warn"}, extra...),
+		env:     cleanEnv(),
+		base:    "http://" + listen,
 		logPath: filepath.Join(t.TempDir(), name+".log"),
 	}
 	t.Cleanup(func() { in.kill() })
