@@ -29,7 +29,7 @@ import (
 // the true lag (log end - committed) is constant, and some computation
 // during that quiet part must report it exactly.
 const (
-	overloadQuiet  = 17 * time.Second
+	overloadQuiet = 17 * time.Second
 	// overloadRSSBoundMiB bounds rankd's resident memory while Redis is
 	// stopped and while it drains, in MiB, without and with -race.
 	//
