@@ -1,0 +1,321 @@
+package chaos
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rankd/rankd/internal/testenv"
+)
+
+// TestMain stops the servers testenv started.
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// buildRankd builds the rankd command into t's temp dir, with -race when
+// the tests have it.
+func buildRankd(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+			t.Fatal("the go command is not in PATH: it is needed to build rankd (CI=true: not skipping)")
+		}
+		t.Skip("the go command is not in PATH: it is needed to build rankd")
+	}
+	bin := filepath.Join(t.TempDir(), "rankd")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	start := time.Now()
+	out, err := exec.Command(goBin, append(args, "github.com/rankd/rankd/cmd/rankd")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	t.Logf("built rankd (race %v) in %v", raceEnabled, time.Since(start).Round(time.Millisecond))
+	return bin
+}
+
+// cleanEnv returns the environment without RANKD_* variables, so that
+// only the config file speaks.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "RANKD_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// freeAddr returns a loopback host:port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// instance is one `rankd run` process, started again and again with the
+// same config. Its output (every run, one after the other) goes to a file.
+type instance struct {
+	name    string
+	bin     string
+	args    []string
+	env     []string
+	base    string // http://host:port of its HTTP server
+	logPath string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error // of Wait, once done is closed
+	runs int
+}
+
+func newInstance(t *testing.T, name, bin, cfgPath, listen string, extra ...string) *instance {
+	in := &instance{
+		name:    name,
+		bin:     bin,
+		args:    append([]string{"run", "--config", cfgPath, "--log-format", "text", "--log-level", "warn"}, extra...),
+		env:     cleanEnv(),
+		base:    "http://" + listen,
+		logPath: filepath.Join(t.TempDir(), name+".log"),
+	}
+	t.Cleanup(func() { in.kill() })
+	return in
+}
+
+// start starts a new run; the instance must not be running.
+func (in *instance) start() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.cmd != nil && !exited(in.done) {
+		return fmt.Errorf("%s: already running", in.name)
+	}
+	f, err := os.OpenFile(in.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	in.runs++
+	fmt.Fprintf(f, "=== %s run %d started %s\n", in.name, in.runs, time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(in.bin, in.args...)
+	cmd.Env = in.env
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := testenv.StartCommand(cmd); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: starting rankd: %w", in.name, err)
+	}
+	done := make(chan struct{})
+	in.cmd, in.done = cmd, done
+	go func() {
+		err := cmd.Wait()
+		f.Close()
+		in.mu.Lock()
+		in.err = err
+		in.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+func exited(done chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
+}
+
+// running reports whether the current run has not exited.
+func (in *instance) running() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.cmd != nil && !exited(in.done)
+}
+
+func (in *instance) pid() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.cmd == nil || exited(in.done) {
+		return 0
+	}
+	return in.cmd.Process.Pid
+}
+
+// kill sends SIGKILL and waits for the exit.
+func (in *instance) kill() {
+	in.mu.Lock()
+	cmd, done := in.cmd, in.done
+	in.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	if !exited(done) {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+	}
+	<-done
+}
+
+// term sends SIGTERM and waits up to timeout for the exit; it returns the
+// exit code (-1 when killed by a signal), or an error after timeout (the
+// process is then killed).
+func (in *instance) term(timeout time.Duration) (int, error) {
+	in.mu.Lock()
+	cmd, done := in.cmd, in.done
+	in.mu.Unlock()
+	if cmd == nil || exited(done) {
+		return 0, fmt.Errorf("%s: not running", in.name)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+		return cmd.ProcessState.ExitCode(), nil
+	case <-time.After(timeout):
+		in.kill()
+		return -1, fmt.Errorf("%s: no exit within %v of SIGTERM", in.name, timeout)
+	}
+}
+
+// exitErr returns the error of the run that exited, or nil while it runs.
+func (in *instance) exitErr() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.cmd == nil || !exited(in.done) {
+		return nil
+	}
+	if in.err == nil {
+		return fmt.Errorf("%s exited with status 0", in.name)
+	}
+	return fmt.Errorf("%s: %w", in.name, in.err)
+}
+
+// output returns everything the instance's runs printed.
+func (in *instance) output() string {
+	b, _ := os.ReadFile(in.logPath)
+	return string(b)
+}
+
+// tail returns the last n lines of the output.
+func (in *instance) tail(n int) string {
+	lines := strings.Split(strings.TrimRight(in.output(), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// waitHealthy waits until /healthz answers 200.
+func (in *instance) waitHealthy(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	client := &http.Client{Timeout: time.Second}
+	for {
+		if !in.running() {
+			return fmt.Errorf("%s exited while starting: %v\n%s", in.name, in.exitErr(), in.tail(30))
+		}
+		resp, err := client.Get(in.base + "/healthz")
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: /healthz not 200 within %v\n%s", in.name, timeout, in.tail(30))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// metrics returns the series of the instance's /metrics page by name
+// ("name" or "name{labels}"), or an error when it cannot be read.
+func (in *instance) metrics() (map[string]float64, error) {
+	client := &http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get(in.base + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s/metrics: %s", in.base, resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[line[:i]] = v
+	}
+	return out, sc.Err()
+}
+
+// sumMetric adds up every series of name.
+func sumMetric(m map[string]float64, name string) float64 {
+	var sum float64
+	for k, v := range m {
+		if k == name || strings.HasPrefix(k, name+"{") {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// byLabel returns name's series by the value of label.
+func byLabel(m map[string]float64, name, label string) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		rest, ok := strings.CutPrefix(k, name+"{")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(strings.TrimSuffix(rest, "}"), ",") {
+			if l, val, ok := strings.Cut(kv, "="); ok && l == label {
+				out[strings.Trim(val, `"`)] += v
+			}
+		}
+	}
+	return out
+}
+
+// rssKiB returns the resident set size of a process (VmRSS), in KiB.
+func rssKiB(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte("VmRSS:")); ok {
+			f := strings.Fields(string(v))
+			if len(f) >= 1 {
+				return strconv.ParseInt(f[0], 10, 64)
+			}
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
