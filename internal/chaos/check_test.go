@@ -18,7 +18,7 @@ import (
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/internal/oracle"
 	"github.com/rankd/rankd/internal/testenv"
-	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // Checks: the group's offsets, the boards against the oracle recomputed
@@ -172,7 +172,7 @@ func writeConfig(t *testing.T, name, broker string, redisAddrs []string, listen 
 	if len(redisAddrs) > 1 {
 		redisLine = "addrs: [" + strings.Join(redisAddrs, ", ") + "]"
 	}
-	text := string(config.Example)
+	text := string(config.Example())
 	for _, r := range append([][2]string{
 		{"brokers: [localhost:9092]", "brokers: [" + broker + "]"},
 		{"addr: localhost:6379", redisLine},
@@ -248,10 +248,10 @@ type boardDiff struct {
 
 // compareBoards reads every board (stream x period) the oracle knows from
 // the store on rdb and counts the members that differ. It reads through
-// ranking.Store, as the cmd/rankd tests do.
+// store.Store, as the cmd/rankd tests do.
 func compareBoards(t *testing.T, cfg *config.Config, rdb redis.UniversalClient, orc *oracle.Oracle) boardDiff {
 	t.Helper()
-	store, err := ranking.NewStore(rdb, cfg.Boards(), ranking.WithPrefix(cfg.Redis.Prefix))
+	st, err := store.New(rdb, cfg.Boards(), store.WithPrefix(cfg.Redis.Prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,9 +259,9 @@ func compareBoards(t *testing.T, cfg *config.Config, rdb redis.UniversalClient, 
 	var d boardDiff
 	for _, s := range orc.Streams() {
 		for _, period := range orc.Periods(s.Board, s.Dims) {
-			var got []ranking.Entry
+			var got []store.Entry
 			for attempt := 1; ; attempt++ {
-				got, err = store.Entries(ctx, s.Board, s.Dims, period)
+				got, err = st.Entries(ctx, s.Board, s.Dims, period)
 				if err == nil || attempt == 5 {
 					break
 				}
@@ -294,7 +294,7 @@ func compareBoards(t *testing.T, cfg *config.Config, rdb redis.UniversalClient, 
 
 // differingMembers counts the members that are on one board only or with
 // another value or tie.
-func differingMembers(got []ranking.Entry, want []oracle.Entry) int {
+func differingMembers(got []store.Entry, want []oracle.Entry) int {
 	type vt struct{ v, tie int64 }
 	w := make(map[string]vt, len(want))
 	for _, e := range want {
