@@ -69,6 +69,10 @@ type Config struct {
 	// CommitTimeout bounds one commit attempt; default 10s.
 	CommitTimeout time.Duration
 
+	// JoinGroupBackoff is how long a reader waits before joining the group
+	// again after an error (a broker restart); default 1s (kafka-go's own
+	// default of 5s made recovery from a broker restart take 5-8 s).
+	JoinGroupBackoff time.Duration
 	// LagInterval is how often the group's lag is computed for
 	// rankd_consumer_lag_messages; default 15s; negative disables it (and
 	// with it the stall check of readiness).
@@ -102,6 +106,7 @@ const (
 	DefaultCommitAttempts     = 5
 	DefaultCommitTimeout      = 10 * time.Second
 	DefaultLagInterval        = 15 * time.Second
+	DefaultJoinGroupBackoff   = time.Second
 	DefaultStallTimeout       = 30 * time.Second
 )
 
@@ -141,6 +146,7 @@ func (c Config) withDefaults() Config {
 	set(&c.CommitAttempts, DefaultCommitAttempts)
 	setD(&c.CommitTimeout, DefaultCommitTimeout)
 	setD(&c.LagInterval, DefaultLagInterval)
+	setD(&c.JoinGroupBackoff, DefaultJoinGroupBackoff)
 	setD(&c.StallTimeout, DefaultStallTimeout)
 	return c
 }

@@ -46,6 +46,7 @@ func newWorker(c *Consumer, id int, dlq *deadLetterWriter) *worker {
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		SessionTimeout:    cfg.SessionTimeout,
 		RebalanceTimeout:  cfg.RebalanceTimeout,
+		JoinGroupBackoff:  cfg.JoinGroupBackoff,
 		CommitInterval:    0, // synchronous commits
 		StartOffset:       cfg.StartOffset,
 		// kafka-go logs and retries its own group and fetch errors; what
