@@ -19,10 +19,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/produce"
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
 	"github.com/rankd/rankd/internal/oracle"
-	"github.com/rankd/rankd/internal/produce"
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/store"
 )

@@ -13,8 +13,8 @@ import (
 	"math/rand/v2"
 	"net"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/devstack"
 	"github.com/rankd/rankd/config"
-	"github.com/rankd/rankd/internal/devstack"
 	"github.com/rankd/rankd/ranking/store"
 )
 

@@ -16,8 +16,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/produce"
 	"github.com/rankd/rankd/config"
-	"github.com/rankd/rankd/internal/produce"
 	"github.com/rankd/rankd/internal/testenv"
 )
 

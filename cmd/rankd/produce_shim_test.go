@@ -1,6 +1,6 @@
 package main
 
-import "github.com/rankd/rankd/internal/produce"
+import "github.com/rankd/rankd/cmd/rankd/internal/produce"
 
 // The producer's old names in this package, for workload_test.go (TestPace,
 // a copy of internal/produce's TestPace) and drain_test.go, which are being

@@ -17,10 +17,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/produce"
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
 	"github.com/rankd/rankd/internal/oracle"
-	"github.com/rankd/rankd/internal/produce"
 	"github.com/rankd/rankd/internal/testenv"
 	"github.com/rankd/rankd/ranking/ingest"
 	"github.com/rankd/rankd/ranking/store"

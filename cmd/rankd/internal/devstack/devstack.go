@@ -24,8 +24,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/produce"
 	"github.com/rankd/rankd/config"
-	"github.com/rankd/rankd/internal/produce"
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/store"
 )
