@@ -214,7 +214,7 @@ func checkLoaded(t *testing.T, name string, c *config.Config, rdb redis.Universa
 func dumpConfig(c *config.Config) string {
 	var sb strings.Builder
 	r := c.Redis
-	r.Password = fmt.Sprintf("(%d bytes)", len(r.Password))
+	r.Password = config.Secret(fmt.Sprintf("(%d bytes)", len(r.Password)))
 	fmt.Fprintf(&sb, "%q\n%+v\n%+v\n%+v\n%+v\n%+v\n", c.File, c.Kafka, r, c.HTTP, c.Rollover, c.Routes)
 	for _, b := range c.Boards() {
 		cb := *b
