@@ -169,6 +169,8 @@ func TestBrokenConfigs(t *testing.T) {
 		{"syntax error", "boards:\n", "boards:\n  - name: [\n", `t.yaml:`},
 		{"not a mapping", base, "- oops\n", `t.yaml:1: the config must be a mapping`},
 		{"empty", base, "", `t.yaml: empty config`},
+		{"empty document", base, "---\n", `t.yaml: empty config`},
+		{"merge cycle", `redis: {addr: "localhost:6379"}`, `redis: &r {addr: "localhost:6379", <<: *r}`, `t.yaml:2:40: redis: merge key (<<) merges the mapping into itself`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -90,6 +90,9 @@ func parse(data []byte) (*yaml.Node, error) {
 		return nil, errors.New("more than one YAML document")
 	}
 	root := doc.Content[0]
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return nil, errors.New("empty config")
+	}
 	if root.Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("line %d: the config must be a mapping", root.Line)
 	}
@@ -255,19 +258,33 @@ func (l *loader) mapping(n *yaml.Node, path string, fields map[string]field) {
 		return
 	}
 	seen := map[string]bool{}
+	// Each merged mapping is walked once: a merge of a mapping into itself
+	// (a cycle) is an error, and a repeated merge adds nothing, so the work
+	// stays linear in the file whatever the aliases.
+	merged := map[*yaml.Node]bool{n: true}
 	var walk func(n *yaml.Node, merged bool)
-	walk = func(n *yaml.Node, merged bool) {
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], deref(n.Content[i+1])
+	walk = func(w *yaml.Node, isMerged bool) {
+		for i := 0; i+1 < len(w.Content); i += 2 {
+			k, v := w.Content[i], deref(w.Content[i+1])
 			if k.Value == "<<" && k.Tag == "!!merge" {
-				items := []*yaml.Node{v}
+				items := []*yaml.Node{w.Content[i+1]}
 				if v.Kind == yaml.SequenceNode {
 					items = v.Content
 				}
-				for _, m := range items {
-					if m = deref(m); m.Kind == yaml.MappingNode {
-						walk(m, true)
+				for _, a := range items {
+					m := deref(a)
+					if m.Kind != yaml.MappingNode {
+						continue
 					}
+					if m == n {
+						l.errorAt(a, path, "merge key (<<) merges the mapping into itself")
+						continue
+					}
+					if merged[m] {
+						continue
+					}
+					merged[m] = true
+					walk(m, true)
 				}
 				continue
 			}
@@ -276,7 +293,7 @@ func (l *loader) mapping(n *yaml.Node, path string, fields map[string]field) {
 				continue // extension keys: holders of YAML anchors
 			}
 			if seen[k.Value] {
-				if !merged {
+				if !isMerged {
 					l.errorAt(k, p, "duplicate key")
 				}
 				continue

@@ -60,6 +60,11 @@ func compileRoute(rt Route, s *Schema, boards map[string]*ranking.Board, codecs 
 			fail(field, "unknown board %q", name)
 			continue
 		}
+		if k := slices.Index(rt.Boards, name); k < j {
+			// Every event would update the board twice (a sum counted twice).
+			fail(field, "board %q is listed twice (also boards[%d])", name, k)
+			continue
+		}
 		rb := routeBoard{b: b, max: codecs[name].MaxValue(), dims: b.Dims, needDims: make([]bool, len(b.Dims))}
 		for i, d := range b.Dims {
 			for _, f := range s.Fields {

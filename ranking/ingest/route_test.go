@@ -217,6 +217,7 @@ func TestNewRouterErrors(t *testing.T) {
 		{"now is disabled", Route{Topic: "gift", Member: "anchor_id", Score: "now().Unix()", Boards: []string{"anchor_total"}}, "score", "unknown name now"},
 		{"base string", Route{Topic: "comment", Member: "news_id", Base: "news_id", Boards: []string{"hot_news"}}, "base", "want a number"},
 		{"unknown board", Route{Topic: "gift", Member: "anchor_id", Boards: []string{"anchor_total", "nope"}}, "boards[1]", `unknown board "nope"`},
+		{"board twice", Route{Topic: "gift", Member: "anchor_id", Boards: []string{"anchor_total", "anchor_total"}}, "boards[1]", `board "anchor_total" is listed twice (also boards[0])`},
 		{"no boards", Route{Topic: "gift", Member: "anchor_id"}, "boards", "no boards"},
 		{"dims field missing", Route{Topic: "game", Member: "player", Boards: []string{"anchor_hot_zone_30m"}}, "boards[0]", `dims field "zone" is not a field of topic "game"`},
 		{"base on a board without base", Route{Topic: "comment", Member: "news_id", Base: "1", Boards: []string{"anchor_total"}}, "base", `board "anchor_total" does not take a base`},
