@@ -300,7 +300,7 @@ func runChaos(t *testing.T, bin string, plan chaosPlan) {
 			t.Errorf("%s /metrics: %v", in.name, err)
 			continue
 		}
-		behind += m["rankd_sink_partitions_behind"]
+		behind += sumMetric(m, "rankd_sink_partitions_behind")
 	}
 	for _, in := range c.instances {
 		code, err := in.term(30 * time.Second)

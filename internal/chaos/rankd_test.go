@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -17,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/rankd/rankd/internal/testenv"
 )
 
@@ -242,9 +244,9 @@ func (in *instance) waitHealthy(timeout time.Duration) error {
 	}
 }
 
-// metrics returns the series of the instance's /metrics page by name
-// ("name" or "name{labels}"), or an error when it cannot be read.
-func (in *instance) metrics() (map[string]float64, error) {
+// metrics returns the metric families of the instance's /metrics page,
+// parsed by the Prometheus text parser, or an error when it cannot be read.
+func (in *instance) metrics() (map[string]*dto.MetricFamily, error) {
 	client := &http.Client{Timeout: 2 * time.Second}
 	resp, err := client.Get(in.base + "/metrics")
 	if err != nil {
@@ -254,53 +256,17 @@ func (in *instance) metrics() (map[string]float64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s/metrics: %s", in.base, resp.Status)
 	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		out[line[:i]] = v
-	}
-	return out, sc.Err()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(resp.Body)
 }
 
-// sumMetric adds up every series of name.
-func sumMetric(m map[string]float64, name string) float64 {
+// sumMetric adds up every series of the gauge or counter name.
+func sumMetric(m map[string]*dto.MetricFamily, name string) float64 {
 	var sum float64
-	for k, v := range m {
-		if k == name || strings.HasPrefix(k, name+"{") {
-			sum += v
-		}
+	for _, s := range m[name].GetMetric() {
+		sum += s.GetGauge().GetValue() + s.GetCounter().GetValue()
 	}
 	return sum
-}
-
-// byLabel returns name's series by the value of label.
-func byLabel(m map[string]float64, name, label string) map[string]float64 {
-	out := map[string]float64{}
-	for k, v := range m {
-		rest, ok := strings.CutPrefix(k, name+"{")
-		if !ok {
-			continue
-		}
-		for _, kv := range strings.Split(strings.TrimSuffix(rest, "}"), ",") {
-			if l, val, ok := strings.Cut(kv, "="); ok && l == label {
-				out[strings.Trim(val, `"`)] += v
-			}
-		}
-	}
-	return out
 }
 
 // rssKiB returns the resident set size of a process (VmRSS), in KiB.
