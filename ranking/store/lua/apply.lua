@@ -41,35 +41,72 @@ local function touch(g, key, p)
   if g.touched[key] == nil then g.touched[key] = p end
 end
 
--- rec: the state of one member in one period (slow path), read once per call.
+-- rec: the state of one member in one period (slow path). want() creates it
+-- while the events are read; load() then reads every wanted member of a
+-- period with one command per key (ZMSCORE / HMGET) before any is judged.
 -- Ties are absolute (floor(ms/unit)) here and stored relative to tbase.
-local function rec(g, pi, member)
+local function want(g, pi, member, base)
   local byp = g.recs[pi]
   if byp == nil then byp = {order = {}}; g.recs[pi] = byp end
-  local r = byp[member]
-  if r ~= nil then return r end
-  local p = g.periods[pi]
-  r = {}
-  if g.window == WINDOW_TOTAL then r.tbase = floor(g.epoch / g.unit) else r.tbase = p.q end
-  r.zk = (g.window == WINDOW_TOTAL) and g.tk or p.pk
-  local cur
-  if g.keep > 0 then cur = call('HGET', r.zk .. ':h', member) else cur = call('ZSCORE', r.zk, member) end
-  if cur then
-    local v, q = dec(g.mode, g.tb, tonumber(cur))
-    r.v, r.q, r.exists = v, q + r.tbase, true
-    if g.agg == AGG_LAST then
-      -- "<event time ms>|<msgid>" of the update that set the value
-      local lt = call('HGET', r.zk .. ':lt', member)
-      if lt then
-        local sep = string.find(lt, '|', 1, true)
-        r.lt, r.lid = tonumber(string.sub(lt, 1, sep - 1)), string.sub(lt, sep + 1)
+  if base ~= '' then byp.base = true end
+  if byp[member] == nil then
+    byp[member] = {}
+    byp.order[#byp.order + 1] = member
+  end
+end
+
+local function rec(g, pi, member)
+  return g.recs[pi][member]
+end
+
+-- many runs cmd on key with list as its arguments, in slices that Lua can
+-- unpack, and returns the replies of the slices concatenated (for replies
+-- that are arrays: ZMSCORE, HMGET).
+local MAXV = 4000 -- even: lists of (score, member) pairs stay whole
+local unpack = unpack
+local function many(cmd, key, list)
+  local out, n = {}, #list
+  for i = 1, n, MAXV do
+    local r = call(cmd, key, unpack(list, i, math.min(i + MAXV - 1, n)))
+    if type(r) == 'table' then
+      for j = 1, #r do out[i + j - 1] = r[j] end
+    end
+  end
+  return out
+end
+
+local function load()
+  for _, g in ipairs(G) do
+    for pi, byp in pairs(g.recs) do
+      local p = g.periods[pi]
+      local ms = byp.order
+      local tbase
+      if g.window == WINDOW_TOTAL then tbase = floor(g.epoch / g.unit) else tbase = p.q end
+      local zk = (g.window == WINDOW_TOTAL) and g.tk or p.pk
+      local curs
+      if g.keep > 0 then curs = many('HMGET', zk .. ':h', ms) else curs = many('ZMSCORE', zk, ms) end
+      local lts, bs
+      if g.agg == AGG_LAST then lts = many('HMGET', zk .. ':lt', ms) end
+      if byp.base then bs = many('HMGET', zk .. ':b', ms) end
+      for i, member in ipairs(ms) do
+        local r = byp[member]
+        r.tbase, r.zk = tbase, zk
+        local cur = curs[i]
+        if cur then
+          local v, q = dec(g.mode, g.tb, tonumber(cur))
+          r.v, r.q, r.exists = v, q + tbase, true
+          if lts ~= nil and lts[i] then
+            -- "<event time ms>|<msgid>" of the update that set the value
+            local lt = lts[i]
+            local sep = string.find(lt, '|', 1, true)
+            r.lt, r.lid = tonumber(string.sub(lt, 1, sep - 1)), string.sub(lt, sep + 1)
+          end
+          if bs ~= nil then r.b = tonumber(bs[i]) or 0 end
+        end
+        r.v0 = r.exists and r.v or 0
       end
     end
   end
-  r.v0 = r.exists and r.v or 0
-  byp[member] = r
-  byp.order[#byp.order + 1] = member
-  return r
 end
 
 -- judge one update and fold it into the call's state; returns its status.
@@ -108,7 +145,6 @@ local function judge(g, pi, member, value, t, base, msgid)
       -- (0 for events without one) plus their deltas, whatever their order
       local b = tonumber(base)
       if r.exists then
-        if r.b == nil then r.b = tonumber(call('HGET', r.zk .. ':b', member)) or 0 end
         nv = r.v + value
         if b > r.b then nv = nv + (b - r.b); nb = b end
       else
@@ -139,8 +175,11 @@ local function judge(g, pi, member, value, t, base, msgid)
   return ST_APPLIED
 end
 
--- events: dedupe, then judge every update in order
+-- events: dedupe, judge the fast-path updates (no reads needed) and note
+-- the others; then read the members those need (load) and judge them, in
+-- order
 local evcodes, evpos, evkeys, incall, dupof = {}, {}, {}, {}, {}
+local slowq, slowe, slowi, nslow = {}, {}, {}, 0
 local nev = nn()
 for e = 1, nev do
   local msgid, nu = A[pos], tonumber(A[pos + 1])
@@ -157,12 +196,29 @@ for e = 1, nev do
     incall[dkey] = e
     for i = 1, nu do
       local q = pos + (i - 1) * UPDATE_ARGS
-      codes[i] = judge(G[tonumber(A[q + U_GROUP])], tonumber(A[q + U_PERIOD]), A[q + U_MEMBER],
-                       tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME]), A[q + U_BASE], msgid)
+      local pi = tonumber(A[q + U_PERIOD])
+      if pi == LATE_PERIOD then
+        codes[i] = ST_LATE
+      else
+        local g = G[tonumber(A[q + U_GROUP])]
+        if g.fast then
+          codes[i] = judge(g, pi, A[q + U_MEMBER], tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME]), '', msgid)
+        else
+          want(g, pi, A[q + U_MEMBER], A[q + U_BASE])
+          nslow = nslow + 1
+          slowq[nslow], slowe[nslow], slowi[nslow] = q, e, i
+        end
+      end
     end
   end
   pos = pos + UPDATE_ARGS * nu
   evcodes[e] = codes
+end
+load()
+for k = 1, nslow do
+  local q, e = slowq[k], slowe[k]
+  evcodes[e][slowi[k]] = judge(G[tonumber(A[q + U_GROUP])], tonumber(A[q + U_PERIOD]), A[q + U_MEMBER],
+                               tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME]), A[q + U_BASE], A[evpos[e] - 2])
 end
 
 -- rejudge replays, in order, the fast-path updates of one member of one
@@ -186,36 +242,71 @@ local function rejudge(g, gi, pi, member, old)
   return cur, applied
 end
 
--- roll adds d to member's rolling boards S(k), k in [j, min(j+N-1, head)];
--- where the member is not yet in S(k) it writes the truth, the sum of
--- P(k-N+1..k) (P(j) already holds this call's updates). rq: the member's
--- absolute tie in P(j) (slow path only).
-local function roll(g, pi, member, d, rq, fast)
+-- addRoll notes that member's rolling boards S(k), k in [j, min(j+N-1,
+-- head)], change by d (P(j) changed by d); rq: the member's absolute tie in
+-- P(j) (slow path only). rolls() then writes each S(k) with one read and
+-- one write for all its members.
+local function addRoll(g, pi, member, d, rq)
   for k = pi, pi + g.n - 1 do
     local pk = g.periods[k]
     if pk == nil or pk.s > g.head then break end
+    local rk = g.rolls[k]
+    if rk == nil then rk = {order = {}, d = {}, rq = {}}; g.rolls[k] = rk end
+    local cd = rk.d[member]
+    if cd == nil then
+      rk.order[#rk.order + 1] = member
+      rk.d[member], rk.rq[member] = d, rq
+    else
+      rk.d[member] = cd + d
+      if rq ~= nil and rq > rk.rq[member] then rk.rq[member] = rq end
+    end
+  end
+end
+
+-- rolls adds the noted changes to the rolling boards; where a member is not
+-- yet in S(k) it writes the truth, the sum of P(k-N+1..k) (which already
+-- hold this call's updates).
+local function rolls(g)
+  for k, rk in pairs(g.rolls) do
+    local pk = g.periods[k]
     local wb = g.periods[k - g.n + 1].q
     local sk = pk.sk
-    local cur
-    if fast then cur = call('ZADD', sk, 'XX', 'INCR', d, member) else cur = call('ZSCORE', sk, member) end
-    if not cur then
-      local v, q = 0, wb
+    local ms = rk.order
+    local curs = many('ZMSCORE', sk, ms)
+    local out, absent = {}, {}
+    for i, member in ipairs(ms) do
+      local cur = curs[i]
+      if cur then
+        local cv, cq = dec(g.mode, g.tb, tonumber(cur))
+        local q = cq + wb
+        local rq = rk.rq[member]
+        if rq ~= nil and rq > q then q = rq end
+        out[#out + 1] = enc(g.mode, g.tb, cv + rk.d[member], q - wb)
+        out[#out + 1] = member
+      else
+        absent[#absent + 1] = member
+      end
+    end
+    if #absent > 0 then
+      local v, q = {}, {}
+      for j = 1, #absent do v[j], q[j] = 0, wb end
       for i = k - g.n + 1, k do
         local pis = g.periods[i]
-        local ps = call('ZSCORE', pis.pk, member)
-        if ps then
-          local pv, pq = dec(g.mode, g.tb, tonumber(ps))
-          v = v + pv
-          if pq + pis.q > q then q = pq + pis.q end
+        local ps = many('ZMSCORE', pis.pk, absent)
+        for j = 1, #absent do
+          if ps[j] then
+            local pv, pq = dec(g.mode, g.tb, tonumber(ps[j]))
+            v[j] = v[j] + pv
+            if pq + pis.q > q[j] then q[j] = pq + pis.q end
+          end
         end
       end
-      call('ZADD', sk, enc(g.mode, g.tb, v, q - wb), member)
-    elseif not fast then
-      local cv, cq = dec(g.mode, g.tb, tonumber(cur))
-      local q = cq + wb
-      if rq > q then q = rq end
-      call('ZADD', sk, enc(g.mode, g.tb, cv + d, q - wb), member)
+      for j, member in ipairs(absent) do
+        out[#out + 1] = enc(g.mode, g.tb, v[j], q[j] - wb)
+        out[#out + 1] = member
+      end
     end
+    many('ZADD', sk, out)
     touch(g, sk, pk)
   end
 end
@@ -223,58 +314,69 @@ end
 -- writes
 local HEADROOM = 4503599627370496 -- 2^52: the codec keeps values below it
 for gi, g in ipairs(G) do
-  -- fast path: one ZADD XX INCR per member (plus a ZADD for a new member).
-  -- The increment is exact (|old| < 2^52 and the updates' magnitudes sum to
-  -- at most 2^52) and every intermediate value stays in range when
-  -- |old| + sum|v| <= hi; otherwise the member's updates are judged one by
-  -- one from the exact old value.
+  g.rolls = {}
+  -- fast path: one ZMSCORE and one ZADD per key for all its members. The
+  -- sum is exact (|old| < 2^52 and the updates' magnitudes sum to at most
+  -- 2^52) and every intermediate value stays in range when |old| + sum|v|
+  -- <= hi; otherwise the member's updates are judged one by one from the
+  -- exact old value.
   for pi, fm in pairs(g.fm) do
     local p = g.periods[pi]
     local fd, fabs = g.fd[pi], g.fabs[pi]
     local zk = (g.window == WINDOW_TOTAL) and g.tk or p.pk
-    for _, member in ipairs(fm) do
+    local olds = many('ZMSCORE', zk, fm)
+    local out = {}
+    for i, member in ipairs(fm) do
       local d, ab = fd[member], fabs[member]
-      local old, existed, ok
-      if ab <= HEADROOM then
-        local nv = call('ZADD', zk, 'XX', 'INCR', d, member)
-        existed = nv ~= false
-        old = existed and (tonumber(nv) - d) or 0
-        ok = (old < 0 and -old or old) + ab <= g.hi
-        if ok and not existed then call('ZADD', zk, d, member) end
+      local existed = olds[i] ~= false
+      local old = tonumber(olds[i]) or 0
+      local nv
+      if ab <= HEADROOM and (old < 0 and -old or old) + ab <= g.hi then
+        nv = old + d
       else
-        local c = call('ZSCORE', zk, member)
-        existed = c ~= false
-        old = tonumber(c) or 0
-      end
-      if not ok then
         local cur, applied = rejudge(g, gi, pi, member, old)
-        if existed or applied then call('ZADD', zk, cur, member); d = cur - old else d = nil end
+        if existed or applied then nv = cur; d = cur - old end
       end
-      if d ~= nil then
-        touch(g, zk, p)
-        if g.window == WINDOW_ROLLING then roll(g, pi, member, d, nil, true) end
+      if nv ~= nil then
+        out[#out + 1] = nv
+        out[#out + 1] = member
+        if g.window == WINDOW_ROLLING then addRoll(g, pi, member, d, nil) end
       end
     end
+    if #out > 0 then
+      many('ZADD', zk, out)
+      touch(g, zk, p)
+    end
   end
-  -- slow path: read, combine, encode, write
+  -- slow path: combine (read by load), encode, write
   for pi, byp in pairs(g.recs) do
     local p = g.periods[pi]
+    local zs, hs, bs, lts, zk = {}, {}, {}, {}, nil
     for _, member in ipairs(byp.order) do
       local r = byp[member]
       if r.dirty then
+        zk = r.zk
         local score = enc(g.mode, g.tb, r.v, r.q - r.tbase)
-        call('ZADD', r.zk, score, member)
-        touch(g, r.zk, p)
-        if g.keep > 0 then call('HSET', r.zk .. ':h', member, score); touch(g, r.zk .. ':h', p) end
-        if r.bdirty then call('HSET', r.zk .. ':b', member, r.b); touch(g, r.zk .. ':b', p) end
+        zs[#zs + 1] = score
+        zs[#zs + 1] = member
+        if g.keep > 0 then hs[#hs + 1] = member; hs[#hs + 1] = score end
+        if r.bdirty then bs[#bs + 1] = member; bs[#bs + 1] = r.b end
         if g.agg == AGG_LAST then
-          call('HSET', r.zk .. ':lt', member, string.format('%.17g', r.lt) .. '|' .. r.lid)
-          touch(g, r.zk .. ':lt', p)
+          lts[#lts + 1] = member
+          lts[#lts + 1] = string.format('%.17g', r.lt) .. '|' .. r.lid
         end
-        if g.window == WINDOW_ROLLING then roll(g, pi, member, r.v - r.v0, r.q, false) end
+        if g.window == WINDOW_ROLLING then addRoll(g, pi, member, r.v - r.v0, r.q) end
       end
     end
+    if zk ~= nil then
+      many('ZADD', zk, zs)
+      touch(g, zk, p)
+      if #hs > 0 then many('HSET', zk .. ':h', hs); touch(g, zk .. ':h', p) end
+      if #bs > 0 then many('HSET', zk .. ':b', bs); touch(g, zk .. ':b', p) end
+      if #lts > 0 then many('HSET', zk .. ':lt', lts); touch(g, zk .. ':lt', p) end
+    end
   end
+  rolls(g)
   -- keep_top trims, expiries, meta
   for key, p in pairs(g.touched) do
     local kind = string.sub(key, -2)
