@@ -59,22 +59,6 @@ local function rec(g, pi, member)
   return g.recs[pi][member]
 end
 
--- many runs cmd on key with list as its arguments, in slices that Lua can
--- unpack, and returns the replies of the slices concatenated (for replies
--- that are arrays: ZMSCORE, HMGET).
-local MAXV = 4000 -- even: lists of (score, member) pairs stay whole
-local unpack = unpack
-local function many(cmd, key, list)
-  local out, n = {}, #list
-  for i = 1, n, MAXV do
-    local r = call(cmd, key, unpack(list, i, math.min(i + MAXV - 1, n)))
-    if type(r) == 'table' then
-      for j = 1, #r do out[i + j - 1] = r[j] end
-    end
-  end
-  return out
-end
-
 local function load()
   for _, g in ipairs(G) do
     for pi, byp in pairs(g.recs) do

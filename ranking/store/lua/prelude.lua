@@ -24,3 +24,22 @@ local function dec(mode, tb, score)
   if mode == TIE_UP then return v, part end
   return v, tb - 1 - part
 end
+
+-- many runs cmd on key with list as its arguments, in slices that Lua can
+-- unpack, and returns the replies of the slices concatenated (for replies
+-- that are arrays: ZMSCORE, HMGET). A reply's nil is false. opt, if given,
+-- goes before the list (ZADD NX).
+local MAXV = 4000 -- even: lists of (score, member) pairs stay whole
+local unpack = unpack
+local function many(cmd, key, list, opt)
+  local out, n = {}, #list
+  for i = 1, n, MAXV do
+    local r
+    if opt then r = call(cmd, key, opt, unpack(list, i, math.min(i + MAXV - 1, n)))
+    else r = call(cmd, key, unpack(list, i, math.min(i + MAXV - 1, n))) end
+    if type(r) == 'table' then
+      for j = 1, #r do out[i + j - 1] = r[j] end
+    end
+  end
+  return out
+end
