@@ -33,6 +33,11 @@ local MAXV = 4000 -- even: lists of (score, member) pairs stay whole
 local unpack = unpack
 local function many(cmd, key, list, opt)
   local out, n = {}, #list
+  if n <= MAXV then
+    if n == 0 then return out end
+    if opt then return call(cmd, key, opt, unpack(list)) end
+    return call(cmd, key, unpack(list))
+  end
   for i = 1, n, MAXV do
     local r
     if opt then r = call(cmd, key, opt, unpack(list, i, math.min(i + MAXV - 1, n)))
