@@ -161,48 +161,61 @@ end
 
 -- events: dedupe, judge the fast-path updates (no reads needed) and note
 -- the others; then read the members those need (load) and judge them, in
--- order
-local evcodes, evpos, evkeys, incall, dupof = {}, {}, {}, {}, {}
-local slowq, slowe, slowi, nslow = {}, {}, {}, 0
+-- order. Verdicts go to one flat array C: event e's are C[evoff[e] ..
+-- evoff[e+1]-1]; bad[e] marks an original event with a verdict other than
+-- applied (stored with its dedupe key at the end).
+local C, evoff, evpos, dupof, bad = {}, {}, {}, {}, {}
+local nc, orig = 0, nil
+local slowq, slowc, slowe, nslow = {}, {}, {}, 0
 local nev = nn()
 for e = 1, nev do
   local msgid, nu = A[pos], tonumber(A[pos + 1])
   pos = pos + 2
-  local dkey = dprefix .. msgid
-  local codes = {n = nu}
-  evpos[e] = pos
-  if not call('SET', dkey, ST_APPLIED, 'NX', 'PX', dttl) then
+  evpos[e], evoff[e] = pos, nc + 1
+  if not call('SET', dprefix .. msgid, ST_APPLIED, 'NX', 'PX', dttl) then
     -- duplicate: its verdicts are filled in at the end, from the original
-    -- (earlier in this call, or stored in the dedupe key by an earlier call)
-    if incall[dkey] then dupof[e] = incall[dkey] else dupof[e] = call('GET', dkey) or '' end
+    -- (earlier in this call, or stored in the dedupe key by an earlier call).
+    -- The originals of this call are indexed by msgid from the first
+    -- duplicate on.
+    if orig == nil then
+      orig = {}
+      for o = 1, e - 1 do
+        if not dupof[o] then orig[A[evpos[o] - 2]] = o end
+      end
+    end
+    dupof[e] = orig[msgid] or call('GET', dprefix .. msgid) or ''
+    nc = nc + nu
   else
-    evkeys[e] = dkey
-    incall[dkey] = e
+    if orig ~= nil then orig[msgid] = e end
     for i = 1, nu do
       local q = pos + (i - 1) * UPDATE_ARGS
       local pi = tonumber(A[q + U_PERIOD])
+      nc = nc + 1
       if pi == LATE_PERIOD then
-        codes[i] = ST_LATE
+        C[nc] = ST_LATE
+        bad[e] = true
       else
         local g = G[tonumber(A[q + U_GROUP])]
         if g.fast then
-          codes[i] = judge(g, pi, A[q + U_MEMBER], tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME]), '', msgid)
+          C[nc] = judge(g, pi, A[q + U_MEMBER], tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME]), '', msgid)
         else
           want(g, pi, A[q + U_MEMBER], A[q + U_BASE])
           nslow = nslow + 1
-          slowq[nslow], slowe[nslow], slowi[nslow] = q, e, i
+          slowq[nslow], slowc[nslow], slowe[nslow] = q, nc, e
         end
       end
     end
   end
   pos = pos + UPDATE_ARGS * nu
-  evcodes[e] = codes
 end
+evoff[nev + 1] = nc + 1
 load()
 for k = 1, nslow do
   local q, e = slowq[k], slowe[k]
-  evcodes[e][slowi[k]] = judge(G[tonumber(A[q + U_GROUP])], tonumber(A[q + U_PERIOD]), A[q + U_MEMBER],
-                               tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME]), A[q + U_BASE], A[evpos[e] - 2])
+  local c = judge(G[tonumber(A[q + U_GROUP])], tonumber(A[q + U_PERIOD]), A[q + U_MEMBER],
+                  tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME]), A[q + U_BASE], A[evpos[e] - 2])
+  C[slowc[k]] = c
+  if c ~= ST_APPLIED then bad[e] = true end
 end
 
 -- rejudge replays, in order, the fast-path updates of one member of one
@@ -212,13 +225,15 @@ local function rejudge(g, gi, pi, member, old)
   local cur, applied = old, false
   for e = 1, nev do
     if not dupof[e] then
-      local codes = evcodes[e]
-      for i = 1, codes.n do
+      local off = evoff[e]
+      for i = 1, evoff[e + 1] - off do
         local q = evpos[e] + (i - 1) * UPDATE_ARGS
-        if codes[i] == ST_APPLIED and A[q + U_MEMBER] == member and tonumber(A[q + U_GROUP]) == gi
+        local c = off + i - 1
+        if C[c] == ST_APPLIED and A[q + U_MEMBER] == member and tonumber(A[q + U_GROUP]) == gi
            and tonumber(A[q + U_PERIOD]) == pi then
           local v = tonumber(A[q + U_VALUE])
-          if cur + v > g.hi or cur + v < g.lo then codes[i] = ST_OUT_OF_RANGE else cur = cur + v; applied = true end
+          if cur + v > g.hi or cur + v < g.lo then C[c] = ST_OUT_OF_RANGE; bad[e] = true
+          else cur = cur + v; applied = true end
         end
       end
     end
@@ -399,25 +414,26 @@ end
 -- verdicts: originals first (stored with their dedupe key when not all
 -- applied), then duplicates, which repeat late / out-of-range verdicts so
 -- that a redelivered message is dead-lettered again rather than lost
+local out = {}
 for e = 1, nev do
   if not dupof[e] then
-    local str = table.concat(evcodes[e])
-    if string.find(str, ST_LATE, 1, true) or string.find(str, ST_OUT_OF_RANGE, 1, true) then call('SET', evkeys[e], str, 'XX', 'KEEPTTL') end
-    evcodes[e] = str
+    local off, nu = evoff[e], evoff[e + 1] - evoff[e]
+    if nu == 1 then out[e] = C[off] else out[e] = table.concat(C, '', off, off + nu - 1) end
+    if bad[e] then call('SET', dprefix .. A[evpos[e] - 2], out[e], 'XX', 'KEEPTTL') end
   end
 end
 for e = 1, nev do
   local orig = dupof[e]
   if orig then
-    if type(orig) == 'number' then orig = evcodes[orig] end
+    if type(orig) == 'number' then orig = out[orig] end
     local codes = {}
-    for i = 1, evcodes[e].n do
+    for i = 1, evoff[e + 1] - evoff[e] do
       local c = string.sub(orig, i, i)
       if c == ST_LATE or c == ST_REPEAT_LATE then codes[i] = ST_REPEAT_LATE
       elseif c == ST_OUT_OF_RANGE or c == ST_REPEAT_RANGE then codes[i] = ST_REPEAT_RANGE
       else codes[i] = ST_DUPLICATE end
     end
-    evcodes[e] = table.concat(codes)
+    out[e] = table.concat(codes)
   end
 end
-return evcodes
+return out
