@@ -310,9 +310,11 @@ func (c *call) args(s *Store) []any {
 	}
 	args = append(args, len(c.events))
 	next := 0
+	dprefix := s.dedupePrefix(c.slot)
 	for e, id := range c.ids {
 		n := len(c.events[e])
-		args = append(args, id, n)
+		ev := eventArgs{key: dprefix + id, n: n}
+		args = ev.add(args)
 		for _, u := range c.ups[next : next+n] {
 			if u.period > 0 {
 				u.period = remap[u.group-1][u.period]

@@ -20,7 +20,8 @@ import (
 //
 // The ARGV layouts are Go types whose fields, in order, are the order in
 // which the script reads them (groupArgs for one stream of apply.lua,
-// updateArgs for one update, rolloverArgs for rollover.lua). Each type has
+// eventArgs for the head of one event, updateArgs for one update,
+// rolloverArgs for rollover.lua). Each type has
 // one encoder (its add method) and a field list that TestLuaContract pins
 // to the script's reading order.
 
@@ -179,6 +180,19 @@ func (g *groupArgs) add(args []any) []any {
 	return append(args, g.tag, int(g.window), int(g.agg), int(g.tie), g.tieBits, g.tieUnitMs,
 		g.lo, g.hi, g.keepTop, b01(g.asc), g.graceMs, g.periods, g.retentionMs, g.metaTTLMs, g.tieEpochMs, b01(g.fast))
 }
+
+// eventArgs is the ARGV head of one event of an apply call; its updates
+// follow.
+type eventArgs struct {
+	key string // its dedupe key: the call's dedupe key prefix + the message ID
+	n   int    // number of updates
+}
+
+// eventFields are the Lua names apply.lua reads an eventArgs into, in ARGV
+// order.
+var eventFields = []string{"dkey", "nu"}
+
+func (e *eventArgs) add(args []any) []any { return append(args, e.key, e.n) }
 
 // updateArgs is the ARGV of one update of an apply call.
 type updateArgs struct {

@@ -44,6 +44,18 @@ func TestLuaContract(t *testing.T) {
 	if got := readOrder(t, "rollover.lua", "local R = {"); !slices.Equal(got, rolloverFields) {
 		t.Errorf("rollover.lua reads its head as\n%v\ncontract.go rolloverFields is\n%v", got, rolloverFields)
 	}
+	src, err := os.ReadFile("lua/apply.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`local (\w+), (\w+) = A\[pos\], tonumber\(A\[pos \+ 1\]\)`).FindStringSubmatch(string(src)); m == nil {
+		t.Errorf("apply.lua does not read an event head as local <key>, <n> = A[pos], tonumber(A[pos + 1])")
+	} else if got := m[1:]; !slices.Equal(got, eventFields) {
+		t.Errorf("apply.lua reads an event head as\n%v\ncontract.go eventFields is\n%v", got, eventFields)
+	}
+	if n := len((&eventArgs{}).add(nil)); n != len(eventFields) {
+		t.Errorf("eventArgs.add writes %d values, eventFields has %d", n, len(eventFields))
+	}
 	if n := len((&groupArgs{}).add(nil)); n != len(groupFields) {
 		t.Errorf("groupArgs.add writes %d values, groupFields has %d", n, len(groupFields))
 	}

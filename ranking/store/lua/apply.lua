@@ -5,7 +5,8 @@
 -- ARGV     prefix, dedupe key prefix, dedupe TTL ms, nGroups,
 --          per group: groupArgs (contract.go), nPeriods, nPeriods x (id,
 --            startMs, endMs) (consecutive periods);
---          nEvents, per event: msgid, nUpdates, nUpdates x updateArgs
+--          nEvents, per event: eventArgs (its dedupe key: dedupe key prefix
+--            + message ID, nUpdates), nUpdates x updateArgs
 --            (period LATE_PERIOD: judged late by the caller from the stream
 --            time of the event's partition)
 -- Returns  per event a string of status characters (ST_*), one per update;
@@ -169,13 +170,13 @@ local nc, orig = 0, nil
 local slowq, slowc, slowe, nslow = {}, {}, {}, 0
 local nev = nn()
 for e = 1, nev do
-  local msgid, nu = A[pos], tonumber(A[pos + 1])
+  local dkey, nu = A[pos], tonumber(A[pos + 1])
   pos = pos + 2
   evpos[e], evoff[e] = pos, nc + 1
-  if not call('SET', dprefix .. msgid, ST_APPLIED, 'NX', 'PX', dttl) then
+  if not call('SET', dkey, ST_APPLIED, 'NX', 'PX', dttl) then
     -- duplicate: its verdicts are filled in at the end, from the original
     -- (earlier in this call, or stored in the dedupe key by an earlier call).
-    -- The originals of this call are indexed by msgid from the first
+    -- The originals of this call are indexed by dedupe key from the first
     -- duplicate on.
     if orig == nil then
       orig = {}
@@ -183,10 +184,10 @@ for e = 1, nev do
         if not dupof[o] then orig[A[evpos[o] - 2]] = o end
       end
     end
-    dupof[e] = orig[msgid] or call('GET', dprefix .. msgid) or ''
+    dupof[e] = orig[dkey] or call('GET', dkey) or ''
     nc = nc + nu
   else
-    if orig ~= nil then orig[msgid] = e end
+    if orig ~= nil then orig[dkey] = e end
     for i = 1, nu do
       local q = pos + (i - 1) * UPDATE_ARGS
       local pi = tonumber(A[q + U_PERIOD])
@@ -197,7 +198,7 @@ for e = 1, nev do
       else
         local g = G[tonumber(A[q + U_GROUP])]
         if g.fast then
-          C[nc] = judge(g, pi, A[q + U_MEMBER], tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME]), '', msgid)
+          C[nc] = judge(g, pi, A[q + U_MEMBER], tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME]), '', nil)
         else
           want(g, pi, A[q + U_MEMBER], A[q + U_BASE])
           nslow = nslow + 1
@@ -212,8 +213,11 @@ evoff[nev + 1] = nc + 1
 load()
 for k = 1, nslow do
   local q, e = slowq[k], slowe[k]
-  local c = judge(G[tonumber(A[q + U_GROUP])], tonumber(A[q + U_PERIOD]), A[q + U_MEMBER],
-                  tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME]), A[q + U_BASE], A[evpos[e] - 2])
+  local g = G[tonumber(A[q + U_GROUP])]
+  local msgid -- only last boards compare message IDs
+  if g.agg == AGG_LAST then msgid = string.sub(A[evpos[e] - 2], #dprefix + 1) end
+  local c = judge(g, tonumber(A[q + U_PERIOD]), A[q + U_MEMBER], tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME]),
+                  A[q + U_BASE], msgid)
   C[slowc[k]] = c
   if c ~= ST_APPLIED then bad[e] = true end
 end
@@ -419,7 +423,7 @@ for e = 1, nev do
   if not dupof[e] then
     local off, nu = evoff[e], evoff[e + 1] - evoff[e]
     if nu == 1 then out[e] = C[off] else out[e] = table.concat(C, '', off, off + nu - 1) end
-    if bad[e] then call('SET', dprefix .. A[evpos[e] - 2], out[e], 'XX', 'KEEPTTL') end
+    if bad[e] then call('SET', A[evpos[e] - 2], out[e], 'XX', 'KEEPTTL') end
   end
 end
 for e = 1, nev do
