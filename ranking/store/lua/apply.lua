@@ -13,8 +13,7 @@
 --          a duplicate repeats the verdict of the first delivery as
 --          ST_REPEAT_LATE or ST_REPEAT_RANGE.
 --
--- Numbers are passed to redis.call as Lua numbers: Redis converts them with
--- %.17g, which is exact for the integers used here (below 2^53).
+-- Numbers are passed to redis.call as integer strings (int, prelude.lua).
 local prefix, dprefix, dttl = nx(), nx(), nx() -- TTL stays a string: no number formatting per event
 local G = {}
 for gi = 1, nn() do
@@ -167,7 +166,7 @@ end
 -- applied (stored with its dedupe key at the end).
 local C, evoff, evpos, dupof, bad = {}, {}, {}, {}, {}
 local nc, orig = 0, nil
-local slowq, slowc, slowe, nslow = {}, {}, {}, 0
+local slowq, slowc, slowe, slowg, slowp, nslow = {}, {}, {}, {}, {}, 0
 local nev = nn()
 for e = 1, nev do
   local dkey, nu = A[pos], tonumber(A[pos + 1])
@@ -202,7 +201,7 @@ for e = 1, nev do
         else
           want(g, pi, A[q + U_MEMBER], A[q + U_BASE])
           nslow = nslow + 1
-          slowq[nslow], slowc[nslow], slowe[nslow] = q, nc, e
+          slowq[nslow], slowc[nslow], slowe[nslow], slowg[nslow], slowp[nslow] = q, nc, e, g, pi
         end
       end
     end
@@ -212,11 +211,10 @@ end
 evoff[nev + 1] = nc + 1
 load()
 for k = 1, nslow do
-  local q, e = slowq[k], slowe[k]
-  local g = G[tonumber(A[q + U_GROUP])]
+  local q, e, g = slowq[k], slowe[k], slowg[k]
   local msgid -- only last boards compare message IDs
   if g.agg == AGG_LAST then msgid = string.sub(A[evpos[e] - 2], #dprefix + 1) end
-  local c = judge(g, tonumber(A[q + U_PERIOD]), A[q + U_MEMBER], tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME]),
+  local c = judge(g, slowp[k], A[q + U_MEMBER], tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME]),
                   A[q + U_BASE], msgid)
   C[slowc[k]] = c
   if c ~= ST_APPLIED then bad[e] = true end
@@ -284,7 +282,7 @@ local function rolls(g)
         local q = cq + wb
         local rq = rk.rq[member]
         if rq ~= nil and rq > q then q = rq end
-        out[#out + 1] = enc(g.mode, g.tb, cv + rk.d[member], q - wb)
+        out[#out + 1] = int(enc(g.mode, g.tb, cv + rk.d[member], q - wb))
         out[#out + 1] = member
       else
         absent[#absent + 1] = member
@@ -305,7 +303,7 @@ local function rolls(g)
         end
       end
       for j, member in ipairs(absent) do
-        out[#out + 1] = enc(g.mode, g.tb, v[j], q[j] - wb)
+        out[#out + 1] = int(enc(g.mode, g.tb, v[j], q[j] - wb))
         out[#out + 1] = member
       end
     end
@@ -341,7 +339,7 @@ for gi, g in ipairs(G) do
         if existed or applied then nv = cur; d = cur - old end
       end
       if nv ~= nil then
-        out[#out + 1] = nv
+        out[#out + 1] = int(nv)
         out[#out + 1] = member
         if g.window == WINDOW_ROLLING then addRoll(g, pi, member, d, nil) end
       end
@@ -359,14 +357,14 @@ for gi, g in ipairs(G) do
       local r = byp[member]
       if r.dirty then
         zk = r.zk
-        local score = enc(g.mode, g.tb, r.v, r.q - r.tbase)
+        local score = int(enc(g.mode, g.tb, r.v, r.q - r.tbase))
         zs[#zs + 1] = score
         zs[#zs + 1] = member
         if g.keep > 0 then hs[#hs + 1] = member; hs[#hs + 1] = score end
-        if r.bdirty then bs[#bs + 1] = member; bs[#bs + 1] = r.b end
+        if r.bdirty then bs[#bs + 1] = member; bs[#bs + 1] = int(r.b) end
         if g.agg == AGG_LAST then
           lts[#lts + 1] = member
-          lts[#lts + 1] = string.format('%.17g', r.lt) .. '|' .. r.lid
+          lts[#lts + 1] = int(r.lt) .. '|' .. r.lid
         end
         if g.window == WINDOW_ROLLING then addRoll(g, pi, member, r.v - r.v0, r.q) end
       end
@@ -386,8 +384,8 @@ for gi, g in ipairs(G) do
     if g.keep > 0 and kind ~= ':h' and kind ~= ':b' then
       local card = call('ZCARD', key)
       if card > g.keep then
-        if g.asc == 1 then call('ZREMRANGEBYRANK', key, g.keep, -1)
-        else call('ZREMRANGEBYRANK', key, 0, card - g.keep - 1) end
+        if g.asc == 1 then call('ZREMRANGEBYRANK', key, int(g.keep), -1)
+        else call('ZREMRANGEBYRANK', key, 0, int(card - g.keep - 1)) end
       end
     end
     if g.ret > 0 and g.st ~= nil then
@@ -396,7 +394,7 @@ for gi, g in ipairs(G) do
       -- catch-up, a replay) still finds the periods it may write to
       local ttl = p.e + g.ret - g.st
       if ttl < g.minttl then ttl = g.minttl end
-      call('PEXPIRE', key, ttl)
+      call('PEXPIRE', key, int(ttl))
     end
   end
   if g.st ~= nil then
@@ -404,14 +402,14 @@ for gi, g in ipairs(G) do
     if g.window == WINDOW_ROLLING and g.head ~= nil then
       if g.head0 == nil then
         -- a new stream: every rolling board up to head is complete
-        call('HSET', mk, 'st', g.st, 'head', g.head, 'rolled', g.head)
+        call('HSET', mk, 'st', int(g.st), 'head', int(g.head), 'rolled', int(g.head))
       else
-        call('HSET', mk, 'st', g.st, 'head', g.head)
+        call('HSET', mk, 'st', int(g.st), 'head', int(g.head))
       end
     else
-      call('HSET', mk, 'st', g.st)
+      call('HSET', mk, 'st', int(g.st))
     end
-    if g.metattl > 0 then call('PEXPIRE', mk, g.metattl) end
+    if g.metattl > 0 then call('PEXPIRE', mk, int(g.metattl)) end
   end
 end
 

@@ -25,6 +25,12 @@ local function dec(mode, tb, score)
   return v, tb - 1 - part
 end
 
+-- int renders an integer for a command argument. A Lua number passed to
+-- redis.call is rendered with %.17g (Redis 7.0), which is exact for the
+-- integers used here (below 2^53) but a slow floating-point formatting;
+-- %d renders the same digits as an integer.
+local function int(x) return string.format('%d', x) end
+
 -- many runs cmd on key with list as its arguments, in slices that Lua can
 -- unpack, and returns the replies of the slices concatenated (for replies
 -- that are arrays: ZMSCORE, HMGET). A reply's nil is false. opt, if given,

@@ -13,11 +13,10 @@ local R = {lock = nx(), token = nx(), lockttl = nx(), raise = nn(), done = nn(),
            tbits = nn(), wbprev = nn(), wb = nn(), pnewq = nn(), nmid = nn()}
 if call('GET', R.lock) ~= R.token then return redis.error_reply('ROLLOVER lost lock') end
 call('PEXPIRE', R.lock, R.lockttl)
-local fmt = string.format
 local kStart = R.kstart
 if R.raise == 1 then
   local head = tonumber(call('HGET', meta, 'head'))
-  if head == nil or head < kStart then call('HSET', meta, 'head', fmt('%.17g', kStart)) end
+  if head == nil or head < kStart then call('HSET', meta, 'head', int(kStart)) end
 end
 local sPrev, sK, pOld, pNew = R.sprev, R.sk, R.pold, R.pnew
 local sttl, mode, tb = R.sttl, R.mode, 2 ^ R.tbits
@@ -72,16 +71,16 @@ local out = {}
 for i = 1, #c2 do
   if keep[i] then
     if q[i] < wb then q[i] = wb end
-    out[#out + 1] = fmt('%.17g', enc(mode, tb, v[i], q[i] - wb))
+    out[#out + 1] = int(enc(mode, tb, v[i], q[i] - wb))
     out[#out + 1] = c2[i]
   end
 end
 many('ZADD', sK, out, 'NX')
 local added = #out / 2
-if sttl > 0 and call('EXISTS', sK) == 1 then call('PEXPIRE', sK, sttl) end
+if sttl > 0 and call('EXISTS', sK) == 1 then call('PEXPIRE', sK, int(sttl)) end
 if R.done == 1 then
   local rolled = tonumber(call('HGET', meta, 'rolled'))
-  if rolled == nil or rolled < kStart then call('HSET', meta, 'rolled', fmt('%.17g', kStart)) end
+  if rolled == nil or rolled < kStart then call('HSET', meta, 'rolled', int(kStart)) end
   call('HDEL', meta, 'roll_k', 'roll_cursor')
 else
   call('HSET', meta, 'roll_k', R.kid, 'roll_cursor', R.cursor)
