@@ -19,8 +19,8 @@ import (
 // the mapping is the explicit switch of luaWindowOf / luaAggOf.
 //
 // The ARGV layouts are Go types whose fields, in order, are the order in
-// which the script reads them (groupArgs for one stream of apply.lua,
-// eventArgs for the head of one event, updateArgs for one update,
+// which the script reads them (boardArgs for one board of apply.lua,
+// groupArgs for one stream, eventArgs for the head of one event, updateArgs for one update,
 // rolloverArgs for rollover.lua). Each type has
 // one encoder (its add method) and a field list that TestLuaContract pins
 // to the script's reading order.
@@ -153,9 +153,10 @@ func luaPrelude() string {
 	return b.String()
 }
 
-// groupArgs is the ARGV of one stream (board + dims) of an apply call.
-type groupArgs struct {
-	tag         string
+// boardArgs is the ARGV of one board of an apply call: what its streams
+// share, sent once per call however many streams (dims) of it the call
+// writes.
+type boardArgs struct {
 	window      luaWindow
 	agg         luaAgg
 	tie         luaTie
@@ -172,14 +173,25 @@ type groupArgs struct {
 	fast        bool // plain sum without tie, keep_top or base: increments, no reads
 }
 
-// groupFields are groupArgs' Lua names, in ARGV order.
-var groupFields = []string{"tag", "window", "agg", "mode", "tbits", "unit", "lo", "hi", "keep", "asc",
+// boardFields are boardArgs' Lua names, in ARGV order.
+var boardFields = []string{"window", "agg", "mode", "tbits", "unit", "lo", "hi", "keep", "asc",
 	"grace", "n", "ret", "metattl", "epoch", "fast"}
 
-func (g *groupArgs) add(args []any) []any {
-	return append(args, g.tag, int(g.window), int(g.agg), int(g.tie), g.tieBits, g.tieUnitMs,
-		g.lo, g.hi, g.keepTop, b01(g.asc), g.graceMs, g.periods, g.retentionMs, g.metaTTLMs, g.tieEpochMs, b01(g.fast))
+func (b *boardArgs) add(args []any) []any {
+	return append(args, int(b.window), int(b.agg), int(b.tie), b.tieBits, b.tieUnitMs,
+		b.lo, b.hi, b.keepTop, b01(b.asc), b.graceMs, b.periods, b.retentionMs, b.metaTTLMs, b.tieEpochMs, b01(b.fast))
 }
+
+// groupArgs is the ARGV of one stream (board + dims) of an apply call.
+type groupArgs struct {
+	tag   string
+	board int // 1-based index of its board in the call
+}
+
+// groupFields are groupArgs' Lua names, in ARGV order.
+var groupFields = []string{"tag", "board"}
+
+func (g *groupArgs) add(args []any) []any { return append(args, g.tag, g.board) }
 
 // eventArgs is the ARGV head of one event of an apply call; its updates
 // follow.

@@ -38,6 +38,12 @@ func readOrder(t *testing.T, script, start string) []string {
 // constants and never against bare numbers, and every enum value of the
 // model has a Lua number.
 func TestLuaContract(t *testing.T) {
+	if got := readOrder(t, "apply.lua", "local b = {"); !slices.Equal(got, boardFields) {
+		t.Errorf("apply.lua reads a board as\n%v\ncontract.go boardFields is\n%v", got, boardFields)
+	}
+	if n := len((&boardArgs{}).add(nil)); n != len(boardFields) {
+		t.Errorf("boardArgs.add writes %d values, boardFields has %d", n, len(boardFields))
+	}
 	if got := readOrder(t, "apply.lua", "local g = {"); !slices.Equal(got, groupFields) {
 		t.Errorf("apply.lua reads a group as\n%v\ncontract.go groupFields is\n%v", got, groupFields)
 	}

@@ -2,9 +2,9 @@
 -- atomically. Built by apply.go; the semantics are the package doc of ranking/store.
 --
 -- KEYS[1]  any key of the call's slot (routing only)
--- ARGV     prefix, dedupe key prefix, dedupe TTL ms, nGroups,
---          per group: groupArgs (contract.go), nPeriods, nPeriods x (id,
---            startMs, endMs) (consecutive periods);
+-- ARGV     prefix, dedupe key prefix, dedupe TTL ms, nBoards, nBoards x
+--          boardArgs (contract.go), nGroups, per group (stream): groupArgs,
+--            nPeriods, nPeriods x (id, startMs, endMs) (consecutive periods);
 --          nEvents, per event: eventArgs (its dedupe key: dedupe key prefix
 --            + message ID, nUpdates), nUpdates x updateArgs
 --            (period LATE_PERIOD: judged late by the caller from the stream
@@ -15,15 +15,20 @@
 --
 -- Numbers are passed to redis.call as integer strings (int, prelude.lua).
 local prefix, dprefix, dttl = nx(), nx(), nx() -- TTL stays a string: no number formatting per event
+local B = {}
+for bi = 1, nn() do
+  local b = {window = nn(), agg = nn(), mode = nn(), tbits = nn(), unit = nn(), lo = nn(), hi = nn(), keep = nn(),
+             asc = nn(), grace = nn(), n = nn(), ret = nn(), metattl = nn(), epoch = nn(), fast = nn() == 1}
+  b.tb = 2 ^ b.tbits
+  b.minttl = b.grace
+  if b.minttl < 1000 then b.minttl = 1000 end
+  B[bi] = b
+end
 local G = {}
 for gi = 1, nn() do
-  local g = {tag = nx(), window = nn(), agg = nn(), mode = nn(), tbits = nn(), unit = nn(),
-             lo = nn(), hi = nn(), keep = nn(), asc = nn(), grace = nn(), n = nn(), ret = nn(),
-             metattl = nn(), epoch = nn(), fast = nn() == 1, periods = {}, recs = {}, touched = {},
-             fd = {}, fabs = {}, fm = {}}
-  g.tb = 2 ^ g.tbits
-  g.minttl = g.grace
-  if g.minttl < 1000 then g.minttl = 1000 end
+  local g = {tag = nx(), board = nn()}
+  for k, v in pairs(B[g.board]) do g[k] = v end
+  g.periods, g.recs, g.touched, g.fd, g.fabs, g.fm = {}, {}, {}, {}, {}, {}
   g.kb = prefix .. ':{' .. g.tag .. '}:'
   g.tk = g.kb .. 't:all'
   for i = 1, nn() do
