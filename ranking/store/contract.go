@@ -19,9 +19,9 @@ import (
 // the mapping is the explicit switch of luaWindowOf / luaAggOf.
 //
 // The ARGV layouts are Go types whose fields, in order, are the order in
-// which the script reads them (boardArgs for one board of apply.lua,
-// groupArgs for one stream, eventArgs for the head of one event, updateArgs for one update,
-// rolloverArgs for rollover.lua). Each type has
+// which the script reads them (apply.lua: boardArgs for one board,
+// groupArgs for one stream, eventArgs for the head of one event,
+// updateArgs for one update; rolloverArgs for rollover.lua). Each type has
 // one encoder (its add method) and a field list that TestLuaContract pins
 // to the script's reading order.
 
