@@ -299,6 +299,8 @@ func (c *call) args(s *Store) []any {
 		args = ba.add(args)
 	}
 	args = append(args, len(c.gorder))
+	gp0 := make([]int, len(c.gorder)) // group -> its periods' gp offset
+	ngp := 0
 	for gi, g := range c.gorder {
 		st := g.st
 		b := st.b
@@ -320,6 +322,8 @@ func (c *call) args(s *Store) []any {
 		}
 		ga := groupArgs{tag: g.tag, board: bidx[st]}
 		args = append(ga.add(args), len(table))
+		gp0[gi] = ngp
+		ngp += len(table)
 		for _, p := range table {
 			args = append(args, p.ID, p.Start.UnixMilli(), endMs(p))
 		}
@@ -332,8 +336,9 @@ func (c *call) args(s *Store) []any {
 		ev := eventArgs{key: dprefix + id, n: n}
 		args = ev.add(args)
 		for _, u := range c.ups[next : next+n] {
+			u.gp = luaLateGP
 			if u.period > 0 {
-				u.period = remap[u.group-1][u.period]
+				u.gp = gp0[u.group-1] + remap[u.group-1][u.period]
 			}
 			args = u.add(args)
 		}

@@ -69,6 +69,9 @@ const (
 // luaLatePeriod is the period index of an update that Go judged late.
 const luaLatePeriod = -1
 
+// luaLateGP is the stream-period index of an update that Go judged late.
+const luaLateGP = 0
+
 func luaWindowOf(w ranking.Window) luaWindow {
 	switch w {
 	case ranking.WindowTotal:
@@ -125,7 +128,7 @@ var luaConsts = []struct {
 	{"TIE_NONE", luaTieNone}, {"TIE_UP", luaTieUp}, {"TIE_DOWN", luaTieDown},
 	{"ST_APPLIED", luaApplied}, {"ST_DUPLICATE", luaDuplicate}, {"ST_LATE", luaLate},
 	{"ST_OUT_OF_RANGE", luaOutOfRange}, {"ST_REPEAT_LATE", luaRepeatLate}, {"ST_REPEAT_RANGE", luaRepeatRange},
-	{"LATE_PERIOD", luaLatePeriod},
+	{"LATE_GP", luaLateGP},
 	{"UPDATE_ARGS", len(updateFields)},
 }
 
@@ -206,10 +209,16 @@ var eventFields = []string{"dkey", "nu"}
 
 func (e *eventArgs) add(args []any) []any { return append(args, e.key, e.n) }
 
-// updateArgs is the ARGV of one update of an apply call.
+// updateArgs is one update of an apply call. group and period place it
+// while the call is planned; its ARGV (add) carries gp instead, so the
+// script parses one number to find both.
 type updateArgs struct {
-	group  int // 1-based index of its stream in the call
-	period int // 1-based index in its stream's period table; luaLatePeriod: judged late
+	group  int // 1-based index of its stream in the call (not sent)
+	period int // 1-based index in its stream's periods; luaLatePeriod: judged late (not sent)
+	// gp numbers the (stream, period) pairs of the call: the periods of the
+	// streams' tables (apply.lua), stream after stream, from 1; luaLateGP:
+	// judged late.
+	gp     int
 	member string
 	value  int64
 	timeMs int64
@@ -217,10 +226,10 @@ type updateArgs struct {
 }
 
 // updateFields are updateArgs' Lua names, in ARGV order.
-var updateFields = []string{"group", "period", "member", "value", "time", "base"}
+var updateFields = []string{"gp", "member", "value", "time", "base"}
 
 func (u *updateArgs) add(args []any) []any {
-	return append(args, u.group, u.period, u.member, u.value, u.timeMs, u.base)
+	return append(args, u.gp, u.member, u.value, u.timeMs, u.base)
 }
 
 // rolloverArgs is the ARGV head of one rollover.lua call; the members of

@@ -6,9 +6,10 @@
 --          boardArgs (contract.go), nGroups, per group (stream): groupArgs,
 --            nPeriods, nPeriods x (id, startMs, endMs) (consecutive periods);
 --          nEvents, per event: eventArgs (its dedupe key: dedupe key prefix
---            + message ID, nUpdates), nUpdates x updateArgs
---            (period LATE_PERIOD: judged late by the caller from the stream
---            time of the event's partition)
+--            + message ID, nUpdates), nUpdates x updateArgs (gp: the
+--            update's (stream, period) pair, numbering the periods of the
+--            streams' tables in order from 1; LATE_GP: judged late by the
+--            caller from the stream time of the event's partition)
 -- Returns  per event a string of status characters (ST_*), one per update;
 --          a duplicate repeats the verdict of the first delivery as
 --          ST_REPEAT_LATE or ST_REPEAT_RANGE.
@@ -24,14 +25,17 @@ for bi = 1, nn() do
   if b.minttl < 1000 then b.minttl = 1000 end
   B[bi] = b
 end
-local G = {}
+local G, GPG, GPP, ngp = {}, {}, {}, 0 -- gp -> group, period index
 for gi = 1, nn() do
   local g = {tag = nx(), board = nn()}
   for k, v in pairs(B[g.board]) do g[k] = v end
   g.periods, g.recs, g.touched, g.fd, g.fabs, g.fm = {}, {}, {}, {}, {}, {}
   g.kb = prefix .. ':{' .. g.tag .. '}:'
   g.tk = g.kb .. 't:all'
+  g.gp0 = ngp
   for i = 1, nn() do
+    ngp = ngp + 1
+    GPG[ngp], GPP[ngp] = g, i
     local p = {id = nx(), s = nn(), e = nn()}
     p.pk, p.sk, p.q = g.kb .. 'p:' .. p.id, g.kb .. 'r:' .. p.id, floor(p.s / g.unit)
     g.periods[i] = p
@@ -102,7 +106,6 @@ end
 -- Fast-path sums are tentatively applied: their write may still find that
 -- the member would leave the range, and then judges them one by one.
 local function judge(g, pi, member, value, t, base, msgid)
-  if pi == LATE_PERIOD then return ST_LATE end
   local p = g.periods[pi]
   -- st: the latest event time applied to the stream, the origin of expiries
   if g.st == nil or t > g.st then g.st = t end
@@ -194,13 +197,13 @@ for e = 1, nev do
     if orig ~= nil then orig[dkey] = e end
     for i = 1, nu do
       local q = pos + (i - 1) * UPDATE_ARGS
-      local pi = tonumber(A[q + U_PERIOD])
+      local k = tonumber(A[q + U_GP])
       nc = nc + 1
-      if pi == LATE_PERIOD then
+      if k == LATE_GP then
         C[nc] = ST_LATE
         bad[e] = true
       else
-        local g = G[tonumber(A[q + U_GROUP])]
+        local g, pi = GPG[k], GPP[k]
         if g.fast then
           C[nc] = judge(g, pi, A[q + U_MEMBER], tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME]), '', nil)
         else
@@ -236,8 +239,7 @@ local function rejudge(g, gi, pi, member, old)
       for i = 1, evoff[e + 1] - off do
         local q = evpos[e] + (i - 1) * UPDATE_ARGS
         local c = off + i - 1
-        if C[c] == ST_APPLIED and A[q + U_MEMBER] == member and tonumber(A[q + U_GROUP]) == gi
-           and tonumber(A[q + U_PERIOD]) == pi then
+        if C[c] == ST_APPLIED and A[q + U_MEMBER] == member and tonumber(A[q + U_GP]) == g.gp0 + pi then
           local v = tonumber(A[q + U_VALUE])
           if cur + v > g.hi or cur + v < g.lo then C[c] = ST_OUT_OF_RANGE; bad[e] = true
           else cur = cur + v; applied = true end

@@ -1,6 +1,6 @@
 -- prelude.lua: loaded in front of every script, after the constants that
 -- ranking/store/contract.go generates (WINDOW_*, AGG_*, TIE_*, ST_*,
--- LATE_PERIOD, UPDATE_ARGS). The ARGV layouts are the Go types of
+-- LATE_GP, UPDATE_ARGS). The ARGV layouts are the Go types of
 -- contract.go; scripts read ARGV in that order with nx (a string) and nn
 -- (a number).
 local call = redis.call
