@@ -59,7 +59,7 @@ func TestApplyLargeCall(t *testing.T) {
 	}
 	first := call(0)
 	for i, ups := range [][]ranking.Update{first, call(1), first} { // new members, existing ones, duplicates
-		res, err := st.Apply(ctx, ups)
+		res, err := st.Apply(ctx, store.Group(ups))
 		if err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}

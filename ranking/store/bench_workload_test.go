@@ -76,7 +76,7 @@ func BenchmarkApplyWorkload(b *testing.B) {
 			b.ResetTimer()
 			start := time.Now()
 			for _, bt := range batches {
-				res, err := st.Apply(ctx, bt)
+				res, err := st.Apply(ctx, store.Group(bt))
 				if err != nil {
 					b.Fatal(err)
 				}
