@@ -102,26 +102,15 @@ local function load()
   end
 end
 
--- judge one update and fold it into the call's state; returns its status.
--- Fast-path sums are tentatively applied: their write may still find that
--- the member would leave the range, and then judges them one by one.
+-- judge one slow-path update and fold it into the call's state; returns its
+-- status. (Fast-path sums are tentatively applied in the event loop: their
+-- write may still find that the member would leave the range, and then
+-- judges them one by one.)
 local function judge(g, pi, member, value, t, base, msgid)
   local p = g.periods[pi]
   -- st: the latest event time applied to the stream, the origin of expiries
   if g.st == nil or t > g.st then g.st = t end
   if g.window == WINDOW_ROLLING and (g.head == nil or p.s > g.head) then g.head = p.s end
-  if g.fast then
-    local fd, fabs = g.fd[pi], g.fabs[pi]
-    if fd == nil then fd, fabs = {}, {}; g.fd[pi], g.fabs[pi], g.fm[pi] = fd, fabs, {} end
-    local d = fd[member]
-    if d == nil then
-      d = 0; fabs[member] = 0
-      local fm = g.fm[pi]; fm[#fm + 1] = member
-    end
-    fd[member] = d + value
-    if value < 0 then fabs[member] = fabs[member] - value else fabs[member] = fabs[member] + value end
-    return ST_APPLIED
-  end
   local q = floor(t / g.unit)
   if g.window == WINDOW_TOTAL and g.mode ~= TIE_NONE then
     local off = q - floor(g.epoch / g.unit)
@@ -205,7 +194,23 @@ for e = 1, nev do
       else
         local g, pi = GPG[k], GPP[k]
         if g.fast then
-          C[nc] = judge(g, pi, A[q + U_MEMBER], tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME]), '', nil)
+          -- fast path: the update is tentatively applied (see the writes)
+          local member, value, t = A[q + U_MEMBER], tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME])
+          if g.st == nil or t > g.st then g.st = t end
+          if g.window == WINDOW_ROLLING then
+            local ps = g.periods[pi].s
+            if g.head == nil or ps > g.head then g.head = ps end
+          end
+          local fd, fabs = g.fd[pi], g.fabs[pi]
+          if fd == nil then fd, fabs = {}, {}; g.fd[pi], g.fabs[pi], g.fm[pi] = fd, fabs, {} end
+          local d = fd[member]
+          if d == nil then
+            fd[member], fabs[member] = value, (value < 0 and -value or value)
+            local fm = g.fm[pi]; fm[#fm + 1] = member
+          else
+            fd[member], fabs[member] = d + value, fabs[member] + (value < 0 and -value or value)
+          end
+          C[nc] = ST_APPLIED
         else
           want(g, pi, A[q + U_MEMBER], A[q + U_BASE])
           nslow = nslow + 1
