@@ -121,7 +121,7 @@ func TestBench(t *testing.T) {
 		}
 	}
 	for _, f := range []string{"drain.rankd_over_naive", "drain.rankd_over_seed", "preload.events_per_sec",
-		"latency.rate", "latency.produced_rate", "latency.markers", "latency.produce_p50_ms",
+		"latency.rate", "latency.produced_rate", "latency.markers", "latency.produce_p50_ms", "latency.lag_at_end",
 		"latency.redis.p50_ms", "latency.redis.p99_ms", "latency.redis.max_ms", "latency.redis.poll_ms", "latency.redis.read_p50_ms",
 		"latency.api.p50_ms", "latency.api.p99_ms", "latency.api.max_ms", "latency.api.poll_ms", "latency.api.read_p50_ms",
 		"rollover.seconds", "rollover.members_per_sec", "rollover.reader_calls", "rollover.reader_p99_ms", "rollover.reader_max_ms", "rollover.slowest_call_ms",

@@ -17,6 +17,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/config"
+	"github.com/rankd/rankd/consumer"
 	"github.com/rankd/rankd/internal/workload"
 	"github.com/rankd/rankd/ranking"
 )
@@ -149,6 +150,13 @@ func (e *env) latency(ctx context.Context, rate float64) (*Latency, error) {
 	tick.Stop()
 	producedFor := time.Since(start)
 	st.done()
+	behind := int64(-1)
+	if lags, err := consumer.GroupLag(ctx, lag.client, rankdGroup, topics); err == nil {
+		behind = 0
+		for _, l := range lags {
+			behind += l.Lag
+		}
+	}
 	if werr != nil {
 		stopPoll()
 	}
@@ -171,7 +179,7 @@ func (e *env) latency(ctx context.Context, rate float64) (*Latency, error) {
 	slices.Sort(produceDurs)
 	n := produced.Load()
 	l := &Latency{Rate: round(rate, 0), ProducedRate: round(float64(n)/producedFor.Seconds(), 0),
-		Seconds: round(producedFor.Seconds(), 2), Events: n, Markers: len(st.sent),
+		Seconds: round(producedFor.Seconds(), 2), Events: n, Markers: len(st.sent), LagAtEnd: behind,
 		ProduceP50Ms: ms(quantile(produceDurs, 0.5)),
 		Redis:        pollers[0].stats(st.sent), API: pollers[1].stats(st.sent)}
 	l.CPU = cpu(before, after, n, int64(updates1-updates0), after.at.Sub(before.at))

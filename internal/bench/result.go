@@ -179,6 +179,10 @@ type Latency struct {
 	Seconds      float64 `json:"seconds"`
 	Events       int64   `json:"events"`
 	Markers      int     `json:"markers"`
+	// LagAtEnd is how many events rankd had not committed when the
+	// producer stopped (-1: unknown): a backlog means the rate was not
+	// sustained and latencies grew with it.
+	LagAtEnd int64 `json:"lag_at_end"`
 	// ProduceP50Ms is the median duration of the WriteMessages calls that
 	// carried markers (part of the latency).
 	ProduceP50Ms float64 `json:"produce_p50_ms"`
@@ -284,7 +288,8 @@ func (r *Result) WriteTable(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	if l := r.Latency; l != nil {
-		fmt.Fprintf(w, "latency: event to visible at %.0f events/s for %.0fs (%d markers; produce call p50 %.1f ms; Redis busy %.0f%%):\n", l.ProducedRate, l.Seconds, l.Markers, l.ProduceP50Ms, 100*l.RedisBusy)
+		fmt.Fprintf(w, "latency: event to visible at %.0f events/s for %.0fs (%d markers; produce call p50 %.1f ms; Redis busy %.0f%%; %d events not committed when the producer stopped):\n",
+			l.ProducedRate, l.Seconds, l.Markers, l.ProduceP50Ms, 100*l.RedisBusy, l.LagAtEnd)
 		for _, v := range []struct {
 			name string
 			v    Visible
