@@ -213,6 +213,8 @@ func (o Options) Validate() error {
 	for _, p := range o.Skip {
 		check(slices.Contains(Phases, p), "skip %q: not a phase (%s)", p, strings.Join(Phases, ", "))
 	}
+	check(!slices.Contains(o.Skip, PhaseRankd) || slices.Contains(o.Skip, PhaseMemory),
+		"the %s phase measures what the %s drain leaves: skip it too", PhaseMemory, PhaseRankd)
 	check(o.NewStack != nil, "no NewStack")
 	return errors.Join(errs...)
 }
@@ -369,6 +371,8 @@ func setup(ctx context.Context, o Options, prog *progress) (_ *env, err error) {
 		if err := checkEmptyRedis(ctx, e.admin); err != nil {
 			return nil, err
 		}
+		// Leave the given Redis empty, as it was.
+		e.closers = append(e.closers, func() { _ = e.admin.FlushAll(context.WithoutCancel(ctx)).Err() })
 	}
 	// Yesterday 08:00-12:00 in Shanghai: one day for the day boards, in
 	// the past (future_skew), eight 30m periods.
@@ -410,24 +414,25 @@ func prepareTopics(ctx context.Context, brokers []string, names []string, partit
 		return fmt.Errorf("kafka metadata: %w", err)
 	}
 	var create []kafka.TopicConfig
+	var existing []string
 	for _, t := range md.Topics {
-		if errors.Is(t.Error, kafka.UnknownTopicOrPartition) {
+		switch {
+		case errors.Is(t.Error, kafka.UnknownTopicOrPartition):
 			create = append(create, kafka.TopicConfig{Topic: t.Name, NumPartitions: partitions, ReplicationFactor: 1})
-			continue
-		}
-		if t.Error != nil {
+		case t.Error != nil:
 			return fmt.Errorf("topic %s: %w", t.Name, t.Error)
+		case t.Name != consumer.DefaultDeadLetterTopic:
+			existing = append(existing, t.Name)
 		}
-		if t.Name == consumer.DefaultDeadLetterTopic {
-			continue
+	}
+	if len(existing) > 0 {
+		ends, err := endOffsets(ctx, brokers, existing)
+		if err != nil {
+			return err
 		}
-		lags, err := consumer.GroupLag(ctx, client, "rankd-bench-probe", []string{t.Name})
-		if err != nil && !errors.Is(err, kafka.GroupIdNotFound) {
-			return fmt.Errorf("topic %s: %w", t.Name, err)
-		}
-		for _, l := range lags {
-			if l.End > 0 {
-				return fmt.Errorf("topic %s already holds messages: the benchmark preloads %s; give a broker without them", t.Name, strings.Join(names, ", "))
+		for tp, end := range ends {
+			if end > 0 {
+				return fmt.Errorf("topic partition %s has been written to (end offset %d): the benchmark preloads %s; give a broker without them", tp, end, strings.Join(names, ", "))
 			}
 		}
 	}
