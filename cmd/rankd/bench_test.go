@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rankd/rankd/internal/bench"
+	"github.com/rankd/rankd/cmd/rankd/internal/bench"
 	"github.com/rankd/rankd/internal/oracle"
 	"github.com/rankd/rankd/internal/testenv"
 )

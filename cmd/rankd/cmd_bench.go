@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rankd/rankd/config"
-	"github.com/rankd/rankd/internal/bench"
+	"github.com/rankd/rankd/cmd/rankd/internal/bench"
 )
 
 const benchHelp = `

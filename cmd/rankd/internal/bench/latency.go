@@ -18,7 +18,7 @@ import (
 
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
-	"github.com/rankd/rankd/internal/workload"
+	"github.com/rankd/rankd/cmd/rankd/internal/workload"
 	"github.com/rankd/rankd/ranking"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rankd/rankd/config"
-	"github.com/rankd/rankd/internal/servers"
+	"github.com/rankd/rankd/cmd/rankd/internal/servers"
 )
 
 // noStack is a NewStack for runs that skip every phase needing rankd.

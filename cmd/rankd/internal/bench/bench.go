@@ -40,7 +40,7 @@ import (
 
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
-	"github.com/rankd/rankd/internal/servers"
+	"github.com/rankd/rankd/cmd/rankd/internal/servers"
 )
 
 // The phases, in the order they run.
