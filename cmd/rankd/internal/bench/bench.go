@@ -38,9 +38,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/servers"
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
-	"github.com/rankd/rankd/cmd/rankd/internal/servers"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // The phases, in the order they run.
@@ -72,6 +73,10 @@ type Stack interface {
 // NewStack wires a stack from cfg; it connects to nothing yet and opens
 // the HTTP listener (cfg.HTTP.Listen).
 type NewStack func(cfg *config.Config, log *slog.Logger) (Stack, error)
+
+// NewStore builds the store of cfg's boards on rdb as `rankd run` and
+// `rankd replay` build it (the replay phase rebuilds it).
+type NewStore func(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger) (*store.Store, error)
 
 // CheckEnv is what Options.Check gets.
 type CheckEnv struct {
@@ -131,6 +136,9 @@ type Options struct {
 	Log *slog.Logger
 	// NewStack wires the rankd stack; required.
 	NewStack NewStack
+	// NewStore builds the store the replay phase rebuilds; required unless
+	// that phase is skipped.
+	NewStore NewStore
 	// Check, if set, is called after the rankd drain and after the replay
 	// (phase PhaseRankd or PhaseReplay) with the boards in Redis, before
 	// anything else changes them; an error stops the run.
@@ -216,6 +224,7 @@ func (o Options) Validate() error {
 	check(!slices.Contains(o.Skip, PhaseRankd) || slices.Contains(o.Skip, PhaseMemory),
 		"the %s phase measures what the %s drain leaves: skip it too", PhaseMemory, PhaseRankd)
 	check(o.NewStack != nil, "no NewStack")
+	check(o.NewStore != nil || o.skipped(PhaseReplay), "no NewStore (the %s phase needs it)", PhaseReplay)
 	return errors.Join(errs...)
 }
 
@@ -459,7 +468,7 @@ func prepareTopics(ctx context.Context, brokers []string, names []string, partit
 // default 5m grace the 30m boards would seal periods the big partitions
 // still have events for (late, dead-lettered).
 func (e *env) config(group, prefix string) (*config.Config, error) {
-	text := string(config.Example)
+	text := string(config.Example())
 	repl := [][2]string{
 		{"\n  group: rankd\n", "\n  group: " + group + "\n"},
 		{"\n  prefix: rankd\n", "\n  prefix: " + prefix + "\n"},

@@ -11,13 +11,19 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/cmd/rankd/internal/servers"
+	"github.com/rankd/rankd/config"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // noStack is a NewStack for runs that skip every phase needing rankd.
 func noStack(*config.Config, *slog.Logger) (Stack, error) {
 	return nil, errors.New("no stack in this test")
+}
+
+// noStore is a NewStore for runs that skip the replay.
+func noStore(*config.Config, redis.UniversalClient, *slog.Logger) (*store.Store, error) {
+	return nil, errors.New("no store in this test")
 }
 
 func startRedis(t *testing.T) *servers.Redis {
@@ -88,13 +94,15 @@ func TestValidate(t *testing.T) {
 		o    Options
 		want string
 	}{
-		{Options{NewStack: noStack}, ""},
+		{Options{NewStack: noStack, NewStore: noStore}, ""},
 		{Options{}, "no NewStack"},
+		{Options{NewStack: noStack}, "no NewStore (the replay phase needs it)"},
+		{Options{NewStack: noStack, Skip: []string{PhaseReplay}}, ""},
 		{Options{NewStack: noStack, Events: 10, NaiveEvents: 11}, "naive events 11: at most the events (10)"},
 		{Options{NewStack: noStack, NaiveEvents: DefaultEvents + 1}, "at most the events"},
 		{Options{NewStack: noStack, Skip: []string{"drain"}}, `skip "drain": not a phase`},
 		{Options{NewStack: noStack, Skip: []string{PhaseRankd}}, "the memory phase measures what the rankd drain leaves"},
-		{Options{NewStack: noStack, Skip: []string{PhaseRankd, PhaseMemory}}, ""},
+		{Options{NewStack: noStack, NewStore: noStore, Skip: []string{PhaseRankd, PhaseMemory}}, ""},
 		{Options{NewStack: noStack, Events: -1}, "events -1"},
 	} {
 		err := tt.o.Validate()

@@ -16,10 +16,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/workload"
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
-	"github.com/rankd/rankd/cmd/rankd/internal/workload"
-	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 const (
@@ -286,16 +286,16 @@ func (p *poller) stats(sent []time.Time) Visible {
 
 // markerReader returns a reader of the marker's value with one ZSCORE of
 // the all-time board's sorted set in its active generation. The key is
-// built as the store builds it (ranking.Key, generation prefix
+// built as the store builds it (store.Key, generation prefix
 // "<prefix>:g<N>"); it is checked against the API's value.
 func (e *env) markerReader(ctx context.Context, cfg *config.Config, want int64) (func(context.Context) (int64, error), error) {
 	rdb := redis.NewClient(&redis.Options{Addr: e.redisAddr, PoolSize: 1})
 	e.closers = append(e.closers, func() { _ = rdb.Close() })
-	store, err := ranking.NewStore(rdb, cfg.Boards(), ranking.WithPrefix(cfg.Redis.Prefix))
+	st, err := store.New(rdb, cfg.Boards(), store.WithPrefix(cfg.Redis.Prefix))
 	if err != nil {
 		return nil, err
 	}
-	gens, err := store.Generations(ctx)
+	gens, err := st.Generations(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -303,7 +303,7 @@ func (e *env) markerReader(ctx context.Context, cfg *config.Config, want int64) 
 	if g := gens[markerBoard].Active; g > 0 {
 		prefix += ":g" + strconv.Itoa(g)
 	}
-	key := ranking.Key(prefix, ranking.Tag(markerBoard, nil), "t", "all")
+	key := store.Key(prefix, store.Tag(markerBoard, nil), "t", "all")
 	read := func(ctx context.Context) (int64, error) {
 		v, err := rdb.ZScore(ctx, key, markerAnchor).Result()
 		if errors.Is(err, redis.Nil) {
@@ -312,7 +312,7 @@ func (e *env) markerReader(ctx context.Context, cfg *config.Config, want int64) 
 		return int64(v), err
 	}
 	if got, err := read(ctx); err != nil || got != want {
-		return nil, fmt.Errorf("marker key %s holds %d (%v), the API says %d: update internal/bench to the store's key layout", key, got, err, want)
+		return nil, fmt.Errorf("marker key %s holds %d (%v), the API says %d: update cmd/rankd/internal/bench to the store's key layout", key, got, err, want)
 	}
 	return read, nil
 }

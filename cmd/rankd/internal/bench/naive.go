@@ -15,6 +15,7 @@ import (
 
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // naiveScript is the naive consumer's per-update script: dedupe on the
@@ -140,9 +141,9 @@ func (e *env) drainNaive(ctx context.Context) (*Drain, error) {
 // shift), with kind ("p" for a period, "r" for a rolling sum).
 func seedKey(cfg *config.Config, prefix string, u *ranking.Update, shift int, kind string) string {
 	b := cfg.Board(u.Board)
-	tag := ranking.Tag(u.Board, u.Dims)
+	tag := store.Tag(u.Board, u.Dims)
 	if b.Window == ranking.WindowTotal {
-		return ranking.Key(prefix, tag, kind, "all")
+		return store.Key(prefix, tag, kind, "all")
 	}
 	cal := b.Calendar()
 	p := cal.At(u.Time)
@@ -152,7 +153,7 @@ func seedKey(cfg *config.Config, prefix string, u *ranking.Update, shift int, ki
 	for ; shift < 0; shift++ {
 		p = cal.Prev(p)
 	}
-	return ranking.Key(prefix, tag, kind, p.ID)
+	return store.Key(prefix, tag, kind, p.ID)
 }
 
 // drainSeed consumes the Events with the seed 000 script, pipelined: a

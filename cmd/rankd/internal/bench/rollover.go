@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 const (
@@ -41,7 +42,7 @@ func (e *env) rollover(ctx context.Context) (*Rollover, error) {
 		return nil, err
 	}
 	board := &ranking.Board{Name: rolloverBoard, Window: ranking.WindowRolling, Every: unit, Periods: 7, Grace: 5 * time.Minute}
-	st, err := ranking.NewStore(rdb, []*ranking.Board{board}, ranking.WithPrefix(rolloverPrefix), ranking.WithLogger(e.o.Log))
+	st, err := store.New(rdb, []*ranking.Board{board}, store.WithPrefix(rolloverPrefix), store.WithLogger(e.o.Log))
 	if err != nil {
 		return nil, err
 	}
@@ -52,11 +53,11 @@ func (e *env) rollover(ctx context.Context) (*Rollover, error) {
 	for range 7 {
 		old = cal.Prev(old)
 	}
-	tag := ranking.Tag(rolloverBoard, nil)
-	prevKey := ranking.Key(rolloverPrefix, tag, "r", prev.ID)
+	tag := store.Tag(rolloverBoard, nil)
+	prevKey := store.Key(rolloverPrefix, tag, "r", prev.ID)
 	var filled atomic.Int64
 	e.prog.set("rollover: prefill", func() (int64, int64) { return filled.Load(), 2 * int64(n) })
-	for _, key := range []string{prevKey, ranking.Key(rolloverPrefix, tag, "p", old.ID)} {
+	for _, key := range []string{prevKey, store.Key(rolloverPrefix, tag, "p", old.ID)} {
 		pipe := rdb.Pipeline()
 		for lo := 0; lo < n; lo += 10000 {
 			zs := make([]redis.Z, 0, 10000)
@@ -80,7 +81,7 @@ func (e *env) rollover(ctx context.Context) (*Rollover, error) {
 		}
 	}
 	// The stream is in the last hour of k-1: rolled up to k-1, head k-1.
-	if err := rdb.HSet(ctx, ranking.Key(rolloverPrefix, tag, "meta", ""), "st", prev.Start.Add(23*time.Hour).UnixMilli(),
+	if err := rdb.HSet(ctx, store.Key(rolloverPrefix, tag, "meta", ""), "st", prev.Start.Add(23*time.Hour).UnixMilli(),
 		"head", prev.Start.UnixMilli(), "rolled", prev.Start.UnixMilli()).Err(); err != nil {
 		return nil, err
 	}
@@ -134,7 +135,7 @@ func (e *env) rollover(ctx context.Context) (*Rollover, error) {
 	if readErr != nil {
 		return nil, fmt.Errorf("reader: %w", readErr)
 	}
-	got, err := rdb.ZCard(ctx, ranking.Key(rolloverPrefix, tag, "r", k.ID)).Result()
+	got, err := rdb.ZCard(ctx, store.Key(rolloverPrefix, tag, "r", k.ID)).Result()
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ func TestWorkload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.LoadBytes("example.yaml", config.Example)
+	cfg, err := config.LoadBytes("example.yaml", config.Example())
 	if err != nil {
 		t.Fatal(err)
 	}
