@@ -1,3 +1,5 @@
+//go:build !nodev
+
 package main
 
 import (
@@ -50,7 +52,7 @@ func TestBench(t *testing.T) {
 		return nil
 	}
 	var stdout, stderr bytes.Buffer
-	err := benchCommand(t.Context(), args, &stdout, &stderr, func(o *bench.Options) { o.Check = check })
+	err := runBench(t.Context(), args, &stdout, &stderr, func(o *bench.Options) { o.Check = check })
 	t.Logf("rankd bench %s:\n%s", strings.Join(args, " "), stdout.String())
 	if err != nil {
 		t.Fatalf("rankd bench: %v\nstderr:\n%s", err, stderr.String())

@@ -41,7 +41,7 @@ func commands() []command {
 		{"healthcheck", "GET a URL; exit 0 on a 2xx answer (for distroless images)", healthcheckMain},
 		{"replay", "rebuild boards from the topics into a new key generation, then switch to it", replayMain},
 		{"version", "print the version and the VCS revision rankd was built from", versionMain},
-		{"bench", "measure drain rate, Redis cost, latency, replay and rollover on this machine", benchMain},
+		benchCommand, // cmd_bench.go; cmd_bench_nodev.go with -tags nodev
 	}
 }
 

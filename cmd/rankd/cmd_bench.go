@@ -1,3 +1,9 @@
+//go:build !nodev
+
+// `rankd bench` starts its own broker (franz-go's kfake, through
+// internal/servers); a build with -tags nodev (the image) leaves it out
+// and has cmd_bench_nodev.go instead.
+
 package main
 
 import (
@@ -10,8 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/cmd/rankd/internal/bench"
+	"github.com/rankd/rankd/config"
 )
 
 const benchHelp = `
@@ -44,12 +50,13 @@ Examples:
   rankd bench --events 200000 --skip rollover,latency --json bench.json
   rankd bench --cpuprofile rankd.pprof     # then: go tool pprof -top rankd.pprof`
 
-func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return benchCommand(ctx, args, stdout, stderr, nil)
-}
+var benchCommand = command{"bench", "measure drain rate, Redis cost, latency, replay and rollover on this machine",
+	func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		return runBench(ctx, args, stdout, stderr, nil)
+	}}
 
-// benchCommand is benchMain; tests change the options with adjust.
-func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer, adjust func(*bench.Options)) error {
+// runBench is `rankd bench`; tests change the options with adjust.
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, adjust func(*bench.Options)) error {
 	fs := newFlags("bench", "bench [--events N] [--json FILE] [flags]", benchHelp, stderr)
 	o := bench.Options{Stdout: stdout, Stderr: stderr}
 	fs.IntVar(&o.Events, "events", bench.DefaultEvents, "`number` of events of the standard workload preloaded and drained")
@@ -97,6 +104,7 @@ func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		}
 		return &benchStack{s: s, ln: ln}, nil
 	}
+	o.NewStore = newStore // the replay phase rebuilds the store as rankd replay does
 	if adjust != nil {
 		adjust(&o)
 	}
