@@ -1,89 +1,18 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/workload"
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/internal/testenv"
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/store"
 )
-
-// fakeWriter records what pace writes.
-type fakeWriter struct {
-	mu    sync.Mutex
-	msgs  []kafka.Message
-	calls int
-	fail  error
-}
-
-func (f *fakeWriter) WriteMessages(_ context.Context, msgs ...kafka.Message) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.fail != nil {
-		return f.fail
-	}
-	f.calls++
-	f.msgs = append(f.msgs, msgs...)
-	return nil
-}
-
-func TestPace(t *testing.T) {
-	wl, _ := newWorkload(workloadConfig{Seed: 3})
-	t.Run("count", func(t *testing.T) {
-		w := &fakeWriter{}
-		n, err := pace(t.Context(), w, workloadSource(wl), paceOptions{Count: 10000})
-		if err != nil || n != 10000 || len(w.msgs) != 10000 || w.calls != 3 {
-			t.Fatalf("pace = %d, %v; wrote %d in %d calls; want 10000 in 3 (chunks of %d)", n, err, len(w.msgs), w.calls, paceChunk)
-		}
-	})
-	t.Run("rate and count", func(t *testing.T) {
-		w := &fakeWriter{}
-		n, err := pace(t.Context(), w, workloadSource(wl), paceOptions{Rate: 20000, Count: 500})
-		if err != nil || n != 500 || w.calls < 2 {
-			t.Fatalf("pace = %d, %v in %d calls; want 500 in several paced calls", n, err, w.calls)
-		}
-	})
-	t.Run("source ends", func(t *testing.T) {
-		w := &fakeWriter{}
-		src := fileSource(strings.NewReader("{\"topic\":\"gift\",\"anchor_id\":\"a1\"}\n\n# comment\n{\"anchor_id\":7}\nnot json\n"), "like", "anchor_id")
-		n, err := pace(t.Context(), w, src, paceOptions{})
-		if err != nil || n != 3 {
-			t.Fatalf("pace = %d, %v; want 3", n, err)
-		}
-		got := fmt.Sprint(w.msgs[0].Topic, string(w.msgs[0].Key), w.msgs[1].Topic, string(w.msgs[1].Key), w.msgs[2].Topic, string(w.msgs[2].Value))
-		if got != "gifta1like7likenot json" {
-			t.Errorf("messages %q", got)
-		}
-	})
-	t.Run("no topic", func(t *testing.T) {
-		_, err := pace(t.Context(), &fakeWriter{}, fileSource(strings.NewReader("{}\n"), "", "anchor_id"), paceOptions{})
-		if err == nil || !strings.Contains(err.Error(), "line 1: no topic") {
-			t.Fatalf("err = %v", err)
-		}
-	})
-	t.Run("write error", func(t *testing.T) {
-		_, err := pace(t.Context(), &fakeWriter{fail: fmt.Errorf("broker down")}, workloadSource(wl), paceOptions{Count: 5})
-		if err == nil || !strings.Contains(err.Error(), "broker down") {
-			t.Fatalf("err = %v", err)
-		}
-	})
-	t.Run("stopped", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(t.Context())
-		cancel()
-		n, err := pace(ctx, &fakeWriter{}, workloadSource(wl), paceOptions{Rate: 10})
-		if err != nil || n != 0 {
-			t.Fatalf("pace after cancel = %d, %v; want 0, nil", n, err)
-		}
-	})
-}
 
 // TestProduce runs `rankd produce` against a broker: a seeded count, then
 // a file, and reads back what arrived.
@@ -133,11 +62,11 @@ func TestProduce(t *testing.T) {
 	if n != 3002 || len(got["like"]) < 1800 {
 		t.Fatalf("read back %d gift, %d like, %d comment messages; want 3002, mostly likes", len(got["gift"]), len(got["like"]), len(got["comment"]))
 	}
-	// the seeded workload is what newWorkload gives, keyed by anchor
-	wl, _ := newWorkload(workloadConfig{Seed: 9, Start: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC), Step: time.Second})
+	// the seeded workload is what workload.New gives, keyed by anchor
+	wl, _ := workload.New(workload.Config{Seed: 9, Start: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC), Step: time.Second})
 	want := map[string]string{}
 	for range 3000 {
-		ev := wl.next()
+		ev := wl.Next()
 		want[string(ev.Value)] = string(ev.Key)
 	}
 	fromFile := 0
