@@ -27,7 +27,8 @@ end
 return false`
 
 // SeedScript is the rolling-board script published with seed article 000,
-// the baseline of rankd's benchmarks (a copy of ranking/testdata/seed000.lua).
+// the baseline of rankd's benchmarks. seed000.lua is the repository's one
+// copy (ranking/store's BenchmarkApply reads it from here).
 //
 //go:embed seed000.lua
 var SeedScript string
