@@ -134,6 +134,7 @@ func (o *replayObserver) Replayed(err error) {
 	o.after = after
 	o.commands, err = o.e.commandStats(o.ctx, int64(o.e.o.Events), after.redis-o.before.redis) // Run fails unless all were replayed
 	o.fail(err)
+	o.e.prog.set("replay: rollover, verification, switch, deletion of the old generation", nil)
 }
 
 func (o *replayObserver) Verified([]consumer.BoardSize) {}
