@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,35 +25,11 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // crash test) against it. The binary is built with -race when the tests
 // are.
 func TestBinary(t *testing.T) {
-	bin := buildRankd(t)
+	bin := testenv.BuildRankd(t)
 	t.Run("dev", func(t *testing.T) { testDev(t, bin) })
 	t.Run("crash", func(t *testing.T) { testCrash(t, bin) })
 	t.Run("replay", func(t *testing.T) { testReplay(t, bin) })
 	t.Run("version", func(t *testing.T) { testVersion(t, bin) })
-}
-
-// buildRankd builds ./cmd/rankd (this package) into t's temp dir.
-func buildRankd(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
-			t.Fatal("the go command is not in PATH: it is needed to build rankd (CI=true: not skipping)")
-		}
-		t.Skip("the go command is not in PATH: it is needed to build rankd")
-	}
-	bin := filepath.Join(t.TempDir(), "rankd")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	start := time.Now()
-	out, err := exec.Command(goBin, append(args, ".")...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	t.Logf("built rankd (race %v) in %v", raceEnabled, time.Since(start).Round(time.Millisecond))
-	return bin
 }
 
 // cleanEnv returns the environment without RANKD_* variables, with PATH

@@ -85,7 +85,7 @@ type chaosPlan struct {
 // (tens of thousands of messages per second without -race, a few
 // thousand with it), so that a recovery is not a backlog's drain.
 func chaosRate() float64 {
-	if raceEnabled {
+	if testenv.RaceEnabled {
 		return 400
 	}
 	return 1000
@@ -108,7 +108,7 @@ func chaosSeed(t *testing.T) int64 {
 // TestChaos runs the chaos test on a single Redis and on a 3-master Redis
 // Cluster, then the overload test; the rankd binary is built once.
 func TestChaos(t *testing.T) {
-	bin := buildRankd(t)
+	bin := testenv.BuildRankd(t)
 	t.Run("redis", func(t *testing.T) {
 		plan := chaosPlan{
 			faults:   map[faultKind]int{faultKill: 2, faultTerm: 1, faultBroker: 1, faultRedis: 1, faultPause: 1},
@@ -350,7 +350,7 @@ func runChaos(t *testing.T, bin string, plan chaosPlan) {
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "chaos summary\tseed %d, %s, %d x `rankd run` (2 workers), %d partitions, race %v\n",
 		seed, map[bool]string{false: "standalone Redis (AOF, fsync always)", true: "3-master Redis Cluster (AOF, fsync always)"}[plan.cluster],
-		chaosInstances, chaosPartitions*len(chaosTopics), raceEnabled)
+		chaosInstances, chaosPartitions*len(chaosTopics), testenv.RaceEnabled)
 	fmt.Fprintf(tw, "faults (events)\t%d in %v (then drained in %v)\n", len(c.faults), faultsDone.Round(time.Second), drained.Round(time.Millisecond))
 	fmt.Fprintf(tw, "rankd SIGKILL + restart\t%d\n", counts[faultKill])
 	fmt.Fprintf(tw, "rankd SIGTERM + restart\t%d (all exited 0)\n", counts[faultTerm])

@@ -54,7 +54,7 @@ func runOverload(t *testing.T, bin string) {
 	// more as decoded Go objects: buffering it would show); 60,000 with
 	// -race, which slows everything (the checks most).
 	overloadWarmup, overloadBurst := 20_000, 400_000
-	if raceEnabled {
+	if testenv.RaceEnabled {
 		overloadWarmup, overloadBurst = 10_000, 60_000
 	}
 	broker := testenv.StartBrokerProcess(t, testenv.BrokerProcessOptions{
@@ -238,12 +238,12 @@ func runOverload(t *testing.T, bin string) {
 	checkDeadLetters(t, dlWhere, exp.res)
 
 	bound := int64(overloadRSSBoundMiB)
-	if raceEnabled {
+	if testenv.RaceEnabled {
 		bound = overloadRSSBoundRaceMiB
 	}
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "overload summary\tseed %d, 1 x `rankd run` (2 workers), %d partitions, race %v\n", seed, chaosPartitions*len(chaosTopics), raceEnabled)
+	fmt.Fprintf(tw, "overload summary\tseed %d, 1 x `rankd run` (2 workers), %d partitions, race %v\n", seed, chaosPartitions*len(chaosTopics), testenv.RaceEnabled)
 	fmt.Fprintf(tw, "warm-up\t%d messages drained in %v; RSS %.0f MiB\n", overloadWarmup, warm.Round(time.Millisecond), float64(baseline)/1024)
 	fmt.Fprintf(tw, "Redis stopped\t%v: burst of %d messages (%.1f MiB of keys and values) in %v, then %v quiet\n",
 		resumed.Sub(paused).Round(time.Millisecond), overloadBurst, float64(backlogBytes)/(1<<20), burst.Round(time.Millisecond), overloadQuiet)

@@ -25,31 +25,6 @@ import (
 // TestMain stops the servers testenv started.
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// buildRankd builds the rankd command into t's temp dir, with -race when
-// the tests have it.
-func buildRankd(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
-			t.Fatal("the go command is not in PATH: it is needed to build rankd (CI=true: not skipping)")
-		}
-		t.Skip("the go command is not in PATH: it is needed to build rankd")
-	}
-	bin := filepath.Join(t.TempDir(), "rankd")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	start := time.Now()
-	out, err := exec.Command(goBin, append(args, "github.com/rankd/rankd/cmd/rankd")...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	t.Logf("built rankd (race %v) in %v", raceEnabled, time.Since(start).Round(time.Millisecond))
-	return bin
-}
-
 // cleanEnv returns the environment without RANKD_* variables, so that
 // only the config file speaks.
 func cleanEnv() []string {

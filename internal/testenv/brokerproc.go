@@ -207,7 +207,7 @@ func buildKbroker() (string, error) {
 	atExit(func() { _ = os.RemoveAll(dir) })
 	bin := filepath.Join(dir, "kbroker")
 	args := []string{"build", "-o", bin}
-	if raceEnabled {
+	if RaceEnabled {
 		args = append(args, "-race")
 	}
 	// Build from this package's source dir when it is known, so that the

@@ -2,6 +2,6 @@
 
 package testenv
 
-// raceEnabled reports whether the test binary was built with -race; the
-// broker process is built the same way so that it reuses the build cache.
-const raceEnabled = false
+// RaceEnabled reports whether the test binary was built with -race (rankd,
+// the broker and tools are built the same way, reusing the build cache).
+const RaceEnabled = false

@@ -315,8 +315,29 @@ func (c *call) addEvent(s *Store, id string, ups []ranking.Update, tags []string
 // covers N-1 periods on each side of the periods used.
 func (c *call) args(s *Store) []any {
 	remap := make([][]int, len(c.gorder)) // group -> old index -> new index
-	args := make([]any, 0, 4+len(c.gorder)*20+2*len(c.ids)+len(updateFields)*len(c.ups))
-	args = append(args, s.prefix, s.dedupePrefix(c.slot), s.ttl.Milliseconds(), len(c.gorder))
+	args := make([]any, 0, 5+len(c.gorder)*8+2*len(c.ids)+len(updateFields)*len(c.ups))
+	args = append(args, s.prefix, s.dedupePrefix(c.slot), s.ttl.Milliseconds())
+	// the boards of the call, once each
+	bidx := map[*boardState]int{}
+	var boards []*boardState
+	for _, g := range c.gorder {
+		if bidx[g.st] == 0 {
+			boards = append(boards, g.st)
+			bidx[g.st] = len(boards)
+		}
+	}
+	args = append(args, len(boards))
+	for _, st := range boards {
+		b := st.b
+		ba := boardArgs{window: luaWindowOf(b.Window), agg: luaAggOf(b.Aggregate), tie: st.tieMode,
+			tieBits: st.codec.TieBits, tieUnitMs: st.unitMs, lo: st.lo, hi: st.hi, keepTop: b.KeepTop,
+			asc: b.Order == ranking.Asc, graceMs: st.graceMs, periods: b.Periods, retentionMs: st.retMs,
+			metaTTLMs: st.metaTTL, tieEpochMs: st.epochMs, fast: st.fast}
+		args = ba.add(args)
+	}
+	args = append(args, len(c.gorder))
+	gp0 := make([]int, len(c.gorder)) // group -> its periods' gp offset
+	ngp := 0
 	for gi, g := range c.gorder {
 		st := g.st
 		b := st.b
@@ -336,23 +357,25 @@ func (c *call) args(s *Store) []any {
 				remap[gi][i+1] = i + 1
 			}
 		}
-		ga := groupArgs{tag: g.tag, window: luaWindowOf(b.Window), agg: luaAggOf(b.Aggregate), tie: st.tieMode,
-			tieBits: st.codec.TieBits, tieUnitMs: st.unitMs, lo: st.lo, hi: st.hi, keepTop: b.KeepTop,
-			asc: b.Order == ranking.Asc, graceMs: st.graceMs, periods: b.Periods, retentionMs: st.retMs,
-			metaTTLMs: st.metaTTL, tieEpochMs: st.epochMs, fast: st.fast}
+		ga := groupArgs{tag: g.tag, board: bidx[st]}
 		args = append(ga.add(args), len(table))
+		gp0[gi] = ngp
+		ngp += len(table)
 		for _, p := range table {
 			args = append(args, p.ID, p.Start.UnixMilli(), endMs(p))
 		}
 	}
 	args = append(args, len(c.events))
 	next := 0
+	dprefix := s.dedupePrefix(c.slot)
 	for e, id := range c.ids {
 		n := len(c.events[e])
-		args = append(args, id, n)
+		ev := eventArgs{key: dprefix + id, n: n}
+		args = ev.add(args)
 		for _, u := range c.ups[next : next+n] {
+			u.gp = luaLateGP
 			if u.period > 0 {
-				u.period = remap[u.group-1][u.period]
+				u.gp = gp0[u.group-1] + remap[u.group-1][u.period]
 			}
 			args = u.add(args)
 		}

@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +17,9 @@ import (
 
 // BenchmarkRollover rolls a rolling 7 x 1d board whose S(k-1) holds
 // benchMembers members (1M by default) into S(k), and reports members/s and
-// the longest single Redis command (from SLOWLOG, every command over 1 ms):
+// the longest single Redis command (from SLOWLOG, every command over 1 ms;
+// wall time, so a loaded machine inflates it) and Redis CPU per member;
+// RANKD_BENCH_CHUNK sets WithRolloverChunk:
 //
 //	go test -run '^$' -bench BenchmarkRollover -benchtime 1x ./ranking/
 func BenchmarkRollover(b *testing.B) {
@@ -29,7 +33,11 @@ func BenchmarkRollover(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		rdb.FlushAll(ctx)
-		st, err := store.New(rdb, []*ranking.Board{board}, store.WithPrefix("roll"))
+		opts := []store.Option{store.WithPrefix("roll")}
+		if n, err := strconv.Atoi(os.Getenv("RANKD_BENCH_CHUNK")); err == nil && n > 0 {
+			opts = append(opts, store.WithRolloverChunk(n))
+		}
+		st, err := store.New(rdb, []*ranking.Board{board}, opts...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -64,6 +72,8 @@ func BenchmarkRollover(b *testing.B) {
 		rdb.ConfigSet(ctx, "slowlog-log-slower-than", "1000") // every call over 1 ms
 		rdb.ConfigSet(ctx, "slowlog-max-len", "100000")
 		rdb.SlowLogReset(ctx)
+		stats0 := commandStats(b, rdb)
+		cpu0 := must(srv.UsedCPU(ctx))
 		b.StartTimer()
 		start := time.Now()
 		if err := st.Rollover(ctx, "r7", k.Start.Add(time.Hour)); err != nil {
@@ -71,6 +81,7 @@ func BenchmarkRollover(b *testing.B) {
 		}
 		el := time.Since(start)
 		b.StopTimer()
+		cpu := must(srv.UsedCPU(ctx)) - cpu0
 		logs, err := rdb.SlowLogGet(ctx, -1).Result()
 		if err != nil {
 			b.Fatal(err)
@@ -90,6 +101,8 @@ func BenchmarkRollover(b *testing.B) {
 		b.ReportMetric(float64(benchMembers)/el.Seconds(), "members/s")
 		b.ReportMetric(float64(worst.Microseconds()), "max-call-µs")
 		b.ReportMetric(el.Seconds(), "s/rollover")
+		b.ReportMetric(cpu*1e6/float64(benchMembers), "redis-µs/member")
+		printStats(b, stats0, commandStats(b, rdb), 1)
 		b.ReportMetric(0, "ns/op")
 		b.Logf("longest command: %s %v over %d logged commands", worstCmd, worst, len(logs))
 	}

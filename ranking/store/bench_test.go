@@ -167,6 +167,7 @@ func BenchmarkApply(b *testing.B) {
 			for i := range batches {
 				batches[i] = e.batch()
 			}
+			stats0 := commandStats(b, e.rdb)
 			cpu0 := e.cpu(b)
 			b.ResetTimer()
 			start := time.Now()
@@ -179,6 +180,7 @@ func BenchmarkApply(b *testing.B) {
 			b.ReportMetric(n/el.Seconds(), "updates/s")
 			b.ReportMetric((e.cpu(b)-cpu0)*1e6/n, "redis-µs/update")
 			b.ReportMetric(0, "ns/op")
+			printStats(b, stats0, commandStats(b, e.rdb), int(n))
 		})
 	}
 	apply := func(ups []ranking.Update) {

@@ -19,8 +19,9 @@ import (
 // the mapping is the explicit switch of luaWindowOf / luaAggOf.
 //
 // The ARGV layouts are Go types whose fields, in order, are the order in
-// which the script reads them (groupArgs for one stream of apply.lua,
-// updateArgs for one update, rolloverArgs for rollover.lua). Each type has
+// which the script reads them (apply.lua: boardArgs for one board,
+// groupArgs for one stream, eventArgs for the head of one event,
+// updateArgs for one update; rolloverArgs for rollover.lua). Each type has
 // one encoder (its add method) and a field list that TestLuaContract pins
 // to the script's reading order.
 
@@ -67,6 +68,9 @@ const (
 
 // luaLatePeriod is the period index of an update that Go judged late.
 const luaLatePeriod = -1
+
+// luaLateGP is the stream-period index of an update that Go judged late.
+const luaLateGP = 0
 
 func luaWindowOf(w ranking.Window) luaWindow {
 	switch w {
@@ -124,7 +128,7 @@ var luaConsts = []struct {
 	{"TIE_NONE", luaTieNone}, {"TIE_UP", luaTieUp}, {"TIE_DOWN", luaTieDown},
 	{"ST_APPLIED", luaApplied}, {"ST_DUPLICATE", luaDuplicate}, {"ST_LATE", luaLate},
 	{"ST_OUT_OF_RANGE", luaOutOfRange}, {"ST_REPEAT_LATE", luaRepeatLate}, {"ST_REPEAT_RANGE", luaRepeatRange},
-	{"LATE_PERIOD", luaLatePeriod},
+	{"LATE_GP", luaLateGP},
 	{"UPDATE_ARGS", len(updateFields)},
 }
 
@@ -152,9 +156,10 @@ func luaPrelude() string {
 	return b.String()
 }
 
-// groupArgs is the ARGV of one stream (board + dims) of an apply call.
-type groupArgs struct {
-	tag         string
+// boardArgs is the ARGV of one board of an apply call: what its streams
+// share, sent once per call however many streams (dims) of it the call
+// writes.
+type boardArgs struct {
 	window      luaWindow
 	agg         luaAgg
 	tie         luaTie
@@ -171,19 +176,49 @@ type groupArgs struct {
 	fast        bool // plain sum without tie, keep_top or base: increments, no reads
 }
 
-// groupFields are groupArgs' Lua names, in ARGV order.
-var groupFields = []string{"tag", "window", "agg", "mode", "tbits", "unit", "lo", "hi", "keep", "asc",
+// boardFields are boardArgs' Lua names, in ARGV order.
+var boardFields = []string{"window", "agg", "mode", "tbits", "unit", "lo", "hi", "keep", "asc",
 	"grace", "n", "ret", "metattl", "epoch", "fast"}
 
-func (g *groupArgs) add(args []any) []any {
-	return append(args, g.tag, int(g.window), int(g.agg), int(g.tie), g.tieBits, g.tieUnitMs,
-		g.lo, g.hi, g.keepTop, b01(g.asc), g.graceMs, g.periods, g.retentionMs, g.metaTTLMs, g.tieEpochMs, b01(g.fast))
+func (b *boardArgs) add(args []any) []any {
+	return append(args, int(b.window), int(b.agg), int(b.tie), b.tieBits, b.tieUnitMs,
+		b.lo, b.hi, b.keepTop, b01(b.asc), b.graceMs, b.periods, b.retentionMs, b.metaTTLMs, b.tieEpochMs, b01(b.fast))
 }
 
-// updateArgs is the ARGV of one update of an apply call.
+// groupArgs is the ARGV of one stream (board + dims) of an apply call.
+type groupArgs struct {
+	tag   string
+	board int // 1-based index of its board in the call
+}
+
+// groupFields are groupArgs' Lua names, in ARGV order.
+var groupFields = []string{"tag", "board"}
+
+func (g *groupArgs) add(args []any) []any { return append(args, g.tag, g.board) }
+
+// eventArgs is the ARGV head of one event of an apply call; its updates
+// follow.
+type eventArgs struct {
+	key string // its dedupe key: the call's dedupe key prefix + the message ID
+	n   int    // number of updates
+}
+
+// eventFields are the Lua names apply.lua reads an eventArgs into, in ARGV
+// order.
+var eventFields = []string{"dkey", "nu"}
+
+func (e *eventArgs) add(args []any) []any { return append(args, e.key, e.n) }
+
+// updateArgs is one update of an apply call. group and period place it
+// while the call is planned; its ARGV (add) carries gp instead, so the
+// script parses one number to find both.
 type updateArgs struct {
-	group  int // 1-based index of its stream in the call
-	period int // 1-based index in its stream's period table; luaLatePeriod: judged late
+	group  int // 1-based index of its stream in the call (not sent)
+	period int // 1-based index in its stream's periods; luaLatePeriod: judged late (not sent)
+	// gp numbers the (stream, period) pairs of the call: the periods of the
+	// streams' tables (apply.lua), stream after stream, from 1; luaLateGP:
+	// judged late.
+	gp     int
 	member string
 	value  int64
 	timeMs int64
@@ -191,10 +226,10 @@ type updateArgs struct {
 }
 
 // updateFields are updateArgs' Lua names, in ARGV order.
-var updateFields = []string{"group", "period", "member", "value", "time", "base"}
+var updateFields = []string{"gp", "member", "value", "time", "base"}
 
 func (u *updateArgs) add(args []any) []any {
-	return append(args, u.group, u.period, u.member, u.value, u.timeMs, u.base)
+	return append(args, u.gp, u.member, u.value, u.timeMs, u.base)
 }
 
 // rolloverArgs is the ARGV head of one rollover.lua call; the members of

@@ -38,11 +38,29 @@ func readOrder(t *testing.T, script, start string) []string {
 // constants and never against bare numbers, and every enum value of the
 // model has a Lua number.
 func TestLuaContract(t *testing.T) {
+	if got := readOrder(t, "apply.lua", "local b = {"); !slices.Equal(got, boardFields) {
+		t.Errorf("apply.lua reads a board as\n%v\ncontract.go boardFields is\n%v", got, boardFields)
+	}
+	if n := len((&boardArgs{}).add(nil)); n != len(boardFields) {
+		t.Errorf("boardArgs.add writes %d values, boardFields has %d", n, len(boardFields))
+	}
 	if got := readOrder(t, "apply.lua", "local g = {"); !slices.Equal(got, groupFields) {
 		t.Errorf("apply.lua reads a group as\n%v\ncontract.go groupFields is\n%v", got, groupFields)
 	}
 	if got := readOrder(t, "rollover.lua", "local R = {"); !slices.Equal(got, rolloverFields) {
 		t.Errorf("rollover.lua reads its head as\n%v\ncontract.go rolloverFields is\n%v", got, rolloverFields)
+	}
+	src, err := os.ReadFile("lua/apply.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`local (\w+), (\w+) = A\[pos\], tonumber\(A\[pos \+ 1\]\)`).FindStringSubmatch(string(src)); m == nil {
+		t.Errorf("apply.lua does not read an event head as local <key>, <n> = A[pos], tonumber(A[pos + 1])")
+	} else if got := m[1:]; !slices.Equal(got, eventFields) {
+		t.Errorf("apply.lua reads an event head as\n%v\ncontract.go eventFields is\n%v", got, eventFields)
+	}
+	if n := len((&eventArgs{}).add(nil)); n != len(eventFields) {
+		t.Errorf("eventArgs.add writes %d values, eventFields has %d", n, len(eventFields))
 	}
 	if n := len((&groupArgs{}).add(nil)); n != len(groupFields) {
 		t.Errorf("groupArgs.add writes %d values, groupFields has %d", n, len(groupFields))

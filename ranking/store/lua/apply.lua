@@ -2,31 +2,40 @@
 -- atomically. Built by apply.go; the semantics are the package doc of ranking/store.
 --
 -- KEYS[1]  any key of the call's slot (routing only)
--- ARGV     prefix, dedupe key prefix, dedupe TTL ms, nGroups,
---          per group: groupArgs (contract.go), nPeriods, nPeriods x (id,
---            startMs, endMs) (consecutive periods);
---          nEvents, per event: msgid, nUpdates, nUpdates x updateArgs
---            (period LATE_PERIOD: judged late by the caller from the stream
---            time of the event's partition)
+-- ARGV     prefix, dedupe key prefix, dedupe TTL ms, nBoards, nBoards x
+--          boardArgs (contract.go), nGroups, per group (stream): groupArgs,
+--            nPeriods, nPeriods x (id, startMs, endMs) (consecutive periods);
+--          nEvents, per event: eventArgs (its dedupe key: dedupe key prefix
+--            + message ID, nUpdates), nUpdates x updateArgs (gp: the
+--            update's (stream, period) pair, numbering the periods of the
+--            streams' tables in order from 1; LATE_GP: judged late by the
+--            caller from the stream time of the event's partition)
 -- Returns  per event a string of status characters (ST_*), one per update;
 --          a duplicate repeats the verdict of the first delivery as
 --          ST_REPEAT_LATE or ST_REPEAT_RANGE.
 --
--- Numbers are passed to redis.call as Lua numbers: Redis converts them with
--- %.17g, which is exact for the integers used here (below 2^53).
+-- Numbers are passed to redis.call as integer strings (int, prelude.lua).
 local prefix, dprefix, dttl = nx(), nx(), nx() -- TTL stays a string: no number formatting per event
-local G = {}
+local B = {}
+for bi = 1, nn() do
+  local b = {window = nn(), agg = nn(), mode = nn(), tbits = nn(), unit = nn(), lo = nn(), hi = nn(), keep = nn(),
+             asc = nn(), grace = nn(), n = nn(), ret = nn(), metattl = nn(), epoch = nn(), fast = nn() == 1}
+  b.tb = 2 ^ b.tbits
+  b.minttl = b.grace
+  if b.minttl < 1000 then b.minttl = 1000 end
+  B[bi] = b
+end
+local G, GPG, GPP, ngp = {}, {}, {}, 0 -- gp -> group, period index
 for gi = 1, nn() do
-  local g = {tag = nx(), window = nn(), agg = nn(), mode = nn(), tbits = nn(), unit = nn(),
-             lo = nn(), hi = nn(), keep = nn(), asc = nn(), grace = nn(), n = nn(), ret = nn(),
-             metattl = nn(), epoch = nn(), fast = nn() == 1, periods = {}, recs = {}, touched = {},
-             fd = {}, fabs = {}, fm = {}}
-  g.tb = 2 ^ g.tbits
-  g.minttl = g.grace
-  if g.minttl < 1000 then g.minttl = 1000 end
+  local g = {tag = nx(), board = nn()}
+  for k, v in pairs(B[g.board]) do g[k] = v end
+  g.periods, g.recs, g.touched, g.fd, g.fabs, g.fm = {}, {}, {}, {}, {}, {}
   g.kb = prefix .. ':{' .. g.tag .. '}:'
   g.tk = g.kb .. 't:all'
+  g.gp0 = ngp
   for i = 1, nn() do
+    ngp = ngp + 1
+    GPG[ngp], GPP[ngp] = g, i
     local p = {id = nx(), s = nn(), e = nn()}
     p.pk, p.sk, p.q = g.kb .. 'p:' .. p.id, g.kb .. 'r:' .. p.id, floor(p.s / g.unit)
     g.periods[i] = p
@@ -41,42 +50,62 @@ local function touch(g, key, p)
   if g.touched[key] == nil then g.touched[key] = p end
 end
 
--- rec: the state of one member in one period (slow path), read once per call.
+-- rec: the state of one member in one period (slow path). want() creates it
+-- while the events are read; load() then reads every wanted member of a
+-- period with one command per key (ZMSCORE / HMGET) before any is judged.
 -- Ties are absolute (floor(ms/unit)) here and stored relative to tbase.
-local function rec(g, pi, member)
+local function want(g, pi, member, base)
   local byp = g.recs[pi]
   if byp == nil then byp = {order = {}}; g.recs[pi] = byp end
-  local r = byp[member]
-  if r ~= nil then return r end
-  local p = g.periods[pi]
-  r = {}
-  if g.window == WINDOW_TOTAL then r.tbase = floor(g.epoch / g.unit) else r.tbase = p.q end
-  r.zk = (g.window == WINDOW_TOTAL) and g.tk or p.pk
-  local cur
-  if g.keep > 0 then cur = call('HGET', r.zk .. ':h', member) else cur = call('ZSCORE', r.zk, member) end
-  if cur then
-    local v, q = dec(g.mode, g.tb, tonumber(cur))
-    r.v, r.q, r.exists = v, q + r.tbase, true
-    if g.agg == AGG_LAST then
-      -- "<event time ms>|<msgid>" of the update that set the value
-      local lt = call('HGET', r.zk .. ':lt', member)
-      if lt then
-        local sep = string.find(lt, '|', 1, true)
-        r.lt, r.lid = tonumber(string.sub(lt, 1, sep - 1)), string.sub(lt, sep + 1)
+  if base ~= '' then byp.base = true end
+  if byp[member] == nil then
+    byp[member] = {}
+    byp.order[#byp.order + 1] = member
+  end
+end
+
+local function rec(g, pi, member)
+  return g.recs[pi][member]
+end
+
+local function load()
+  for _, g in ipairs(G) do
+    for pi, byp in pairs(g.recs) do
+      local p = g.periods[pi]
+      local ms = byp.order
+      local tbase
+      if g.window == WINDOW_TOTAL then tbase = floor(g.epoch / g.unit) else tbase = p.q end
+      local zk = (g.window == WINDOW_TOTAL) and g.tk or p.pk
+      local curs
+      if g.keep > 0 then curs = many('HMGET', zk .. ':h', ms) else curs = many('ZMSCORE', zk, ms) end
+      local lts, bs
+      if g.agg == AGG_LAST then lts = many('HMGET', zk .. ':lt', ms) end
+      if byp.base then bs = many('HMGET', zk .. ':b', ms) end
+      for i, member in ipairs(ms) do
+        local r = byp[member]
+        r.tbase, r.zk = tbase, zk
+        local cur = curs[i]
+        if cur then
+          local v, q = dec(g.mode, g.tb, tonumber(cur))
+          r.v, r.q, r.exists = v, q + tbase, true
+          if lts ~= nil and lts[i] then
+            -- "<event time ms>|<msgid>" of the update that set the value
+            local lt = lts[i]
+            local sep = string.find(lt, '|', 1, true)
+            r.lt, r.lid = tonumber(string.sub(lt, 1, sep - 1)), string.sub(lt, sep + 1)
+          end
+          if bs ~= nil then r.b = tonumber(bs[i]) or 0 end
+        end
+        r.v0 = r.exists and r.v or 0
       end
     end
   end
-  r.v0 = r.exists and r.v or 0
-  byp[member] = r
-  byp.order[#byp.order + 1] = member
-  return r
 end
 
 -- judge one update and fold it into the call's state; returns its status.
 -- Fast-path sums are tentatively applied: their write may still find that
 -- the member would leave the range, and then judges them one by one.
 local function judge(g, pi, member, value, t, base, msgid)
-  if pi == LATE_PERIOD then return ST_LATE end
   local p = g.periods[pi]
   -- st: the latest event time applied to the stream, the origin of expiries
   if g.st == nil or t > g.st then g.st = t end
@@ -108,7 +137,6 @@ local function judge(g, pi, member, value, t, base, msgid)
       -- (0 for events without one) plus their deltas, whatever their order
       local b = tonumber(base)
       if r.exists then
-        if r.b == nil then r.b = tonumber(call('HGET', r.zk .. ':b', member)) or 0 end
         nv = r.v + value
         if b > r.b then nv = nv + (b - r.b); nb = b end
       else
@@ -139,30 +167,65 @@ local function judge(g, pi, member, value, t, base, msgid)
   return ST_APPLIED
 end
 
--- events: dedupe, then judge every update in order
-local evcodes, evpos, evkeys, incall, dupof = {}, {}, {}, {}, {}
+-- events: dedupe, judge the fast-path updates (no reads needed) and note
+-- the others; then read the members those need (load) and judge them, in
+-- order. Verdicts go to one flat array C: event e's are C[evoff[e] ..
+-- evoff[e+1]-1]; bad[e] marks an original event with a verdict other than
+-- applied (stored with its dedupe key at the end).
+local C, evoff, evpos, dupof, bad = {}, {}, {}, {}, {}
+local nc, orig = 0, nil
+local slowq, slowc, slowe, slowg, slowp, nslow = {}, {}, {}, {}, {}, 0
 local nev = nn()
 for e = 1, nev do
-  local msgid, nu = A[pos], tonumber(A[pos + 1])
+  local dkey, nu = A[pos], tonumber(A[pos + 1])
   pos = pos + 2
-  local dkey = dprefix .. msgid
-  local codes = {n = nu}
-  evpos[e] = pos
+  evpos[e], evoff[e] = pos, nc + 1
   if not call('SET', dkey, ST_APPLIED, 'NX', 'PX', dttl) then
     -- duplicate: its verdicts are filled in at the end, from the original
-    -- (earlier in this call, or stored in the dedupe key by an earlier call)
-    if incall[dkey] then dupof[e] = incall[dkey] else dupof[e] = call('GET', dkey) or '' end
+    -- (earlier in this call, or stored in the dedupe key by an earlier call).
+    -- The originals of this call are indexed by dedupe key from the first
+    -- duplicate on.
+    if orig == nil then
+      orig = {}
+      for o = 1, e - 1 do
+        if not dupof[o] then orig[A[evpos[o] - 2]] = o end
+      end
+    end
+    dupof[e] = orig[dkey] or call('GET', dkey) or ''
+    nc = nc + nu
   else
-    evkeys[e] = dkey
-    incall[dkey] = e
+    if orig ~= nil then orig[dkey] = e end
     for i = 1, nu do
       local q = pos + (i - 1) * UPDATE_ARGS
-      codes[i] = judge(G[tonumber(A[q + U_GROUP])], tonumber(A[q + U_PERIOD]), A[q + U_MEMBER],
-                       tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME]), A[q + U_BASE], msgid)
+      local k = tonumber(A[q + U_GP])
+      nc = nc + 1
+      if k == LATE_GP then
+        C[nc] = ST_LATE
+        bad[e] = true
+      else
+        local g, pi = GPG[k], GPP[k]
+        if g.fast then
+          C[nc] = judge(g, pi, A[q + U_MEMBER], tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME]), '', nil)
+        else
+          want(g, pi, A[q + U_MEMBER], A[q + U_BASE])
+          nslow = nslow + 1
+          slowq[nslow], slowc[nslow], slowe[nslow], slowg[nslow], slowp[nslow] = q, nc, e, g, pi
+        end
+      end
     end
   end
   pos = pos + UPDATE_ARGS * nu
-  evcodes[e] = codes
+end
+evoff[nev + 1] = nc + 1
+load()
+for k = 1, nslow do
+  local q, e, g = slowq[k], slowe[k], slowg[k]
+  local msgid -- only last boards compare message IDs
+  if g.agg == AGG_LAST then msgid = string.sub(A[evpos[e] - 2], #dprefix + 1) end
+  local c = judge(g, slowp[k], A[q + U_MEMBER], tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME]),
+                  A[q + U_BASE], msgid)
+  C[slowc[k]] = c
+  if c ~= ST_APPLIED then bad[e] = true end
 end
 
 -- rejudge replays, in order, the fast-path updates of one member of one
@@ -172,13 +235,14 @@ local function rejudge(g, gi, pi, member, old)
   local cur, applied = old, false
   for e = 1, nev do
     if not dupof[e] then
-      local codes = evcodes[e]
-      for i = 1, codes.n do
+      local off = evoff[e]
+      for i = 1, evoff[e + 1] - off do
         local q = evpos[e] + (i - 1) * UPDATE_ARGS
-        if codes[i] == ST_APPLIED and A[q + U_MEMBER] == member and tonumber(A[q + U_GROUP]) == gi
-           and tonumber(A[q + U_PERIOD]) == pi then
+        local c = off + i - 1
+        if C[c] == ST_APPLIED and A[q + U_MEMBER] == member and tonumber(A[q + U_GP]) == g.gp0 + pi then
           local v = tonumber(A[q + U_VALUE])
-          if cur + v > g.hi or cur + v < g.lo then codes[i] = ST_OUT_OF_RANGE else cur = cur + v; applied = true end
+          if cur + v > g.hi or cur + v < g.lo then C[c] = ST_OUT_OF_RANGE; bad[e] = true
+          else cur = cur + v; applied = true end
         end
       end
     end
@@ -186,36 +250,71 @@ local function rejudge(g, gi, pi, member, old)
   return cur, applied
 end
 
--- roll adds d to member's rolling boards S(k), k in [j, min(j+N-1, head)];
--- where the member is not yet in S(k) it writes the truth, the sum of
--- P(k-N+1..k) (P(j) already holds this call's updates). rq: the member's
--- absolute tie in P(j) (slow path only).
-local function roll(g, pi, member, d, rq, fast)
+-- addRoll notes that member's rolling boards S(k), k in [j, min(j+N-1,
+-- head)], change by d (P(j) changed by d); rq: the member's absolute tie in
+-- P(j) (slow path only). rolls() then writes each S(k) with one read and
+-- one write for all its members.
+local function addRoll(g, pi, member, d, rq)
   for k = pi, pi + g.n - 1 do
     local pk = g.periods[k]
     if pk == nil or pk.s > g.head then break end
+    local rk = g.rolls[k]
+    if rk == nil then rk = {order = {}, d = {}, rq = {}}; g.rolls[k] = rk end
+    local cd = rk.d[member]
+    if cd == nil then
+      rk.order[#rk.order + 1] = member
+      rk.d[member], rk.rq[member] = d, rq
+    else
+      rk.d[member] = cd + d
+      if rq ~= nil and rq > rk.rq[member] then rk.rq[member] = rq end
+    end
+  end
+end
+
+-- rolls adds the noted changes to the rolling boards; where a member is not
+-- yet in S(k) it writes the truth, the sum of P(k-N+1..k) (which already
+-- hold this call's updates).
+local function rolls(g)
+  for k, rk in pairs(g.rolls) do
+    local pk = g.periods[k]
     local wb = g.periods[k - g.n + 1].q
     local sk = pk.sk
-    local cur
-    if fast then cur = call('ZADD', sk, 'XX', 'INCR', d, member) else cur = call('ZSCORE', sk, member) end
-    if not cur then
-      local v, q = 0, wb
+    local ms = rk.order
+    local curs = many('ZMSCORE', sk, ms)
+    local out, absent = {}, {}
+    for i, member in ipairs(ms) do
+      local cur = curs[i]
+      if cur then
+        local cv, cq = dec(g.mode, g.tb, tonumber(cur))
+        local q = cq + wb
+        local rq = rk.rq[member]
+        if rq ~= nil and rq > q then q = rq end
+        out[#out + 1] = int(enc(g.mode, g.tb, cv + rk.d[member], q - wb))
+        out[#out + 1] = member
+      else
+        absent[#absent + 1] = member
+      end
+    end
+    if #absent > 0 then
+      local v, q = {}, {}
+      for j = 1, #absent do v[j], q[j] = 0, wb end
       for i = k - g.n + 1, k do
         local pis = g.periods[i]
-        local ps = call('ZSCORE', pis.pk, member)
-        if ps then
-          local pv, pq = dec(g.mode, g.tb, tonumber(ps))
-          v = v + pv
-          if pq + pis.q > q then q = pq + pis.q end
+        local ps = many('ZMSCORE', pis.pk, absent)
+        for j = 1, #absent do
+          if ps[j] then
+            local pv, pq = dec(g.mode, g.tb, tonumber(ps[j]))
+            v[j] = v[j] + pv
+            if pq + pis.q > q[j] then q[j] = pq + pis.q end
+          end
         end
       end
-      call('ZADD', sk, enc(g.mode, g.tb, v, q - wb), member)
-    elseif not fast then
-      local cv, cq = dec(g.mode, g.tb, tonumber(cur))
-      local q = cq + wb
-      if rq > q then q = rq end
-      call('ZADD', sk, enc(g.mode, g.tb, cv + d, q - wb), member)
+      for j, member in ipairs(absent) do
+        out[#out + 1] = int(enc(g.mode, g.tb, v[j], q[j] - wb))
+        out[#out + 1] = member
+      end
     end
+    many('ZADD', sk, out)
     touch(g, sk, pk)
   end
 end
@@ -223,66 +322,77 @@ end
 -- writes
 local HEADROOM = 4503599627370496 -- 2^52: the codec keeps values below it
 for gi, g in ipairs(G) do
-  -- fast path: one ZADD XX INCR per member (plus a ZADD for a new member).
-  -- The increment is exact (|old| < 2^52 and the updates' magnitudes sum to
-  -- at most 2^52) and every intermediate value stays in range when
-  -- |old| + sum|v| <= hi; otherwise the member's updates are judged one by
-  -- one from the exact old value.
+  g.rolls = {}
+  -- fast path: one ZMSCORE and one ZADD per key for all its members. The
+  -- sum is exact (|old| < 2^52 and the updates' magnitudes sum to at most
+  -- 2^52) and every intermediate value stays in range when |old| + sum|v|
+  -- <= hi; otherwise the member's updates are judged one by one from the
+  -- exact old value.
   for pi, fm in pairs(g.fm) do
     local p = g.periods[pi]
     local fd, fabs = g.fd[pi], g.fabs[pi]
     local zk = (g.window == WINDOW_TOTAL) and g.tk or p.pk
-    for _, member in ipairs(fm) do
+    local olds = many('ZMSCORE', zk, fm)
+    local out = {}
+    for i, member in ipairs(fm) do
       local d, ab = fd[member], fabs[member]
-      local old, existed, ok
-      if ab <= HEADROOM then
-        local nv = call('ZADD', zk, 'XX', 'INCR', d, member)
-        existed = nv ~= false
-        old = existed and (tonumber(nv) - d) or 0
-        ok = (old < 0 and -old or old) + ab <= g.hi
-        if ok and not existed then call('ZADD', zk, d, member) end
+      local existed = olds[i] ~= false
+      local old = tonumber(olds[i]) or 0
+      local nv
+      if ab <= HEADROOM and (old < 0 and -old or old) + ab <= g.hi then
+        nv = old + d
       else
-        local c = call('ZSCORE', zk, member)
-        existed = c ~= false
-        old = tonumber(c) or 0
-      end
-      if not ok then
         local cur, applied = rejudge(g, gi, pi, member, old)
-        if existed or applied then call('ZADD', zk, cur, member); d = cur - old else d = nil end
+        if existed or applied then nv = cur; d = cur - old end
       end
-      if d ~= nil then
-        touch(g, zk, p)
-        if g.window == WINDOW_ROLLING then roll(g, pi, member, d, nil, true) end
+      if nv ~= nil then
+        out[#out + 1] = int(nv)
+        out[#out + 1] = member
+        if g.window == WINDOW_ROLLING then addRoll(g, pi, member, d, nil) end
       end
     end
+    if #out > 0 then
+      many('ZADD', zk, out)
+      touch(g, zk, p)
+    end
   end
-  -- slow path: read, combine, encode, write
+  -- slow path: combine (read by load), encode, write
   for pi, byp in pairs(g.recs) do
     local p = g.periods[pi]
+    local zs, hs, bs, lts, zk = {}, {}, {}, {}, nil
     for _, member in ipairs(byp.order) do
       local r = byp[member]
       if r.dirty then
-        local score = enc(g.mode, g.tb, r.v, r.q - r.tbase)
-        call('ZADD', r.zk, score, member)
-        touch(g, r.zk, p)
-        if g.keep > 0 then call('HSET', r.zk .. ':h', member, score); touch(g, r.zk .. ':h', p) end
-        if r.bdirty then call('HSET', r.zk .. ':b', member, r.b); touch(g, r.zk .. ':b', p) end
+        zk = r.zk
+        local score = int(enc(g.mode, g.tb, r.v, r.q - r.tbase))
+        zs[#zs + 1] = score
+        zs[#zs + 1] = member
+        if g.keep > 0 then hs[#hs + 1] = member; hs[#hs + 1] = score end
+        if r.bdirty then bs[#bs + 1] = member; bs[#bs + 1] = int(r.b) end
         if g.agg == AGG_LAST then
-          call('HSET', r.zk .. ':lt', member, string.format('%.17g', r.lt) .. '|' .. r.lid)
-          touch(g, r.zk .. ':lt', p)
+          lts[#lts + 1] = member
+          lts[#lts + 1] = int(r.lt) .. '|' .. r.lid
         end
-        if g.window == WINDOW_ROLLING then roll(g, pi, member, r.v - r.v0, r.q, false) end
+        if g.window == WINDOW_ROLLING then addRoll(g, pi, member, r.v - r.v0, r.q) end
       end
     end
+    if zk ~= nil then
+      many('ZADD', zk, zs)
+      touch(g, zk, p)
+      if #hs > 0 then many('HSET', zk .. ':h', hs); touch(g, zk .. ':h', p) end
+      if #bs > 0 then many('HSET', zk .. ':b', bs); touch(g, zk .. ':b', p) end
+      if #lts > 0 then many('HSET', zk .. ':lt', lts); touch(g, zk .. ':lt', p) end
+    end
   end
+  rolls(g)
   -- keep_top trims, expiries, meta
   for key, p in pairs(g.touched) do
     local kind = string.sub(key, -2)
     if g.keep > 0 and kind ~= ':h' and kind ~= ':b' then
       local card = call('ZCARD', key)
       if card > g.keep then
-        if g.asc == 1 then call('ZREMRANGEBYRANK', key, g.keep, -1)
-        else call('ZREMRANGEBYRANK', key, 0, card - g.keep - 1) end
+        if g.asc == 1 then call('ZREMRANGEBYRANK', key, int(g.keep), -1)
+        else call('ZREMRANGEBYRANK', key, 0, int(card - g.keep - 1)) end
       end
     end
     if g.ret > 0 and g.st ~= nil then
@@ -291,7 +401,7 @@ for gi, g in ipairs(G) do
       -- catch-up, a replay) still finds the periods it may write to
       local ttl = p.e + g.ret - g.st
       if ttl < g.minttl then ttl = g.minttl end
-      call('PEXPIRE', key, ttl)
+      call('PEXPIRE', key, int(ttl))
     end
   end
   if g.st ~= nil then
@@ -299,39 +409,40 @@ for gi, g in ipairs(G) do
     if g.window == WINDOW_ROLLING and g.head ~= nil then
       if g.head0 == nil then
         -- a new stream: every rolling board up to head is complete
-        call('HSET', mk, 'st', g.st, 'head', g.head, 'rolled', g.head)
+        call('HSET', mk, 'st', int(g.st), 'head', int(g.head), 'rolled', int(g.head))
       else
-        call('HSET', mk, 'st', g.st, 'head', g.head)
+        call('HSET', mk, 'st', int(g.st), 'head', int(g.head))
       end
     else
-      call('HSET', mk, 'st', g.st)
+      call('HSET', mk, 'st', int(g.st))
     end
-    if g.metattl > 0 then call('PEXPIRE', mk, g.metattl) end
+    if g.metattl > 0 then call('PEXPIRE', mk, int(g.metattl)) end
   end
 end
 
 -- verdicts: originals first (stored with their dedupe key when not all
 -- applied), then duplicates, which repeat late / out-of-range verdicts so
 -- that a redelivered message is dead-lettered again rather than lost
+local out = {}
 for e = 1, nev do
   if not dupof[e] then
-    local str = table.concat(evcodes[e])
-    if string.find(str, ST_LATE, 1, true) or string.find(str, ST_OUT_OF_RANGE, 1, true) then call('SET', evkeys[e], str, 'XX', 'KEEPTTL') end
-    evcodes[e] = str
+    local off, nu = evoff[e], evoff[e + 1] - evoff[e]
+    if nu == 1 then out[e] = C[off] else out[e] = table.concat(C, '', off, off + nu - 1) end
+    if bad[e] then call('SET', A[evpos[e] - 2], out[e], 'XX', 'KEEPTTL') end
   end
 end
 for e = 1, nev do
   local orig = dupof[e]
   if orig then
-    if type(orig) == 'number' then orig = evcodes[orig] end
+    if type(orig) == 'number' then orig = out[orig] end
     local codes = {}
-    for i = 1, evcodes[e].n do
+    for i = 1, evoff[e + 1] - evoff[e] do
       local c = string.sub(orig, i, i)
       if c == ST_LATE or c == ST_REPEAT_LATE then codes[i] = ST_REPEAT_LATE
       elseif c == ST_OUT_OF_RANGE or c == ST_REPEAT_RANGE then codes[i] = ST_REPEAT_RANGE
       else codes[i] = ST_DUPLICATE end
     end
-    evcodes[e] = table.concat(codes)
+    out[e] = table.concat(codes)
   end
 end
-return evcodes
+return out

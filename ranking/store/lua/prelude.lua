@@ -1,6 +1,6 @@
 -- prelude.lua: loaded in front of every script, after the constants that
 -- ranking/store/contract.go generates (WINDOW_*, AGG_*, TIE_*, ST_*,
--- LATE_PERIOD, UPDATE_ARGS). The ARGV layouts are the Go types of
+-- LATE_GP, UPDATE_ARGS). The ARGV layouts are the Go types of
 -- contract.go; scripts read ARGV in that order with nx (a string) and nn
 -- (a number).
 local call = redis.call
@@ -23,4 +23,34 @@ local function dec(mode, tb, score)
   local part = score - v * tb
   if mode == TIE_UP then return v, part end
   return v, tb - 1 - part
+end
+
+-- int renders an integer for a command argument. A Lua number passed to
+-- redis.call is rendered with %.17g (Redis 7.0), which is exact for the
+-- integers used here (below 2^53) but a slow floating-point formatting;
+-- %d renders the same digits as an integer.
+local function int(x) return string.format('%d', x) end
+
+-- many runs cmd on key with list as its arguments, in slices that Lua can
+-- unpack, and returns the replies of the slices concatenated (for replies
+-- that are arrays: ZMSCORE, HMGET). A reply's nil is false. opt, if given,
+-- goes before the list (ZADD NX).
+local MAXV = 4000 -- even: lists of (score, member) pairs stay whole
+local unpack = unpack
+local function many(cmd, key, list, opt)
+  local out, n = {}, #list
+  if n <= MAXV then
+    if n == 0 then return out end
+    if opt then return call(cmd, key, opt, unpack(list)) end
+    return call(cmd, key, unpack(list))
+  end
+  for i = 1, n, MAXV do
+    local r
+    if opt then r = call(cmd, key, opt, unpack(list, i, math.min(i + MAXV - 1, n)))
+    else r = call(cmd, key, unpack(list, i, math.min(i + MAXV - 1, n))) end
+    if type(r) == 'table' then
+      for j = 1, #r do out[i + j - 1] = r[j] end
+    end
+  end
+  return out
 end

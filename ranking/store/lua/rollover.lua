@@ -13,11 +13,10 @@ local R = {lock = nx(), token = nx(), lockttl = nx(), raise = nn(), done = nn(),
            tbits = nn(), wbprev = nn(), wb = nn(), pnewq = nn(), nmid = nn()}
 if call('GET', R.lock) ~= R.token then return redis.error_reply('ROLLOVER lost lock') end
 call('PEXPIRE', R.lock, R.lockttl)
-local fmt = string.format
 local kStart = R.kstart
 if R.raise == 1 then
   local head = tonumber(call('HGET', meta, 'head'))
-  if head == nil or head < kStart then call('HSET', meta, 'head', fmt('%.17g', kStart)) end
+  if head == nil or head < kStart then call('HSET', meta, 'head', int(kStart)) end
 end
 local sPrev, sK, pOld, pNew = R.sprev, R.sk, R.pold, R.pnew
 local sttl, mode, tb = R.sttl, R.mode, 2 ^ R.tbits
@@ -25,41 +24,63 @@ local wbPrev, wb, pNewQ = R.wbprev, R.wb, R.pnewq
 local mids = {}
 for i = 1, R.nmid do mids[i] = nx() end
 
-local added = 0
-for i = pos, #A do
-  local m = A[i]
-  if not call('ZSCORE', sK, m) then
-    local cur = call('ZSCORE', sPrev, m)
-    if cur then
-      local v, q = dec(mode, tb, tonumber(cur))
-      q = q + wbPrev
-      local o = call('ZSCORE', pOld, m)
-      if o then v = v - dec(mode, tb, tonumber(o)) end
-      local keep = v ~= 0
-      local n = call('ZSCORE', pNew, m)
-      if n then
-        local nv, nq = dec(mode, tb, tonumber(n))
-        v = v + nv
-        if nq + pNewQ > q then q = nq + pNewQ end
-        keep = true
-      end
-      if not keep then
-        for j = 1, R.nmid do
-          if call('ZSCORE', mids[j], m) then keep = true; break end
-        end
-      end
-      if keep then
-        if q < wb then q = wb end
-        call('ZADD', sK, 'NX', fmt('%.17g', enc(mode, tb, v, q - wb)), m)
-        added = added + 1
-      end
-    end
+-- every step reads or writes all the chunk's candidates with one command
+local ms = {}
+for i = pos, #A do ms[#ms + 1] = A[i] end
+local inK = many('ZMSCORE', sK, ms)
+local cand = {}
+for i, m in ipairs(ms) do
+  if not inK[i] then cand[#cand + 1] = m end
+end
+local prevs = many('ZMSCORE', sPrev, cand)
+local c2, v, q = {}, {}, {}
+for i, m in ipairs(cand) do
+  if prevs[i] then
+    local n = #c2 + 1
+    c2[n] = m
+    v[n], q[n] = dec(mode, tb, tonumber(prevs[i]))
+    q[n] = q[n] + wbPrev
   end
 end
-if sttl > 0 and call('EXISTS', sK) == 1 then call('PEXPIRE', sK, sttl) end
+local olds = many('ZMSCORE', pOld, c2)
+local news = many('ZMSCORE', pNew, c2)
+local keep, undecided = {}, {}
+for i = 1, #c2 do
+  if olds[i] then v[i] = v[i] - dec(mode, tb, tonumber(olds[i])) end
+  keep[i] = v[i] ~= 0
+  if news[i] then
+    local nv, nq = dec(mode, tb, tonumber(news[i]))
+    v[i] = v[i] + nv
+    if nq + pNewQ > q[i] then q[i] = nq + pNewQ end
+    keep[i] = true
+  end
+  if not keep[i] then undecided[#undecided + 1] = i end
+end
+for j = 1, R.nmid do
+  if #undecided == 0 then break end
+  local um = {}
+  for x, i in ipairs(undecided) do um[x] = c2[i] end
+  local in_mid = many('ZMSCORE', mids[j], um)
+  local rest = {}
+  for x, i in ipairs(undecided) do
+    if in_mid[x] then keep[i] = true else rest[#rest + 1] = i end
+  end
+  undecided = rest
+end
+local out = {}
+for i = 1, #c2 do
+  if keep[i] then
+    if q[i] < wb then q[i] = wb end
+    out[#out + 1] = int(enc(mode, tb, v[i], q[i] - wb))
+    out[#out + 1] = c2[i]
+  end
+end
+many('ZADD', sK, out, 'NX')
+local added = #out / 2
+if sttl > 0 and call('EXISTS', sK) == 1 then call('PEXPIRE', sK, int(sttl)) end
 if R.done == 1 then
   local rolled = tonumber(call('HGET', meta, 'rolled'))
-  if rolled == nil or rolled < kStart then call('HSET', meta, 'rolled', fmt('%.17g', kStart)) end
+  if rolled == nil or rolled < kStart then call('HSET', meta, 'rolled', int(kStart)) end
   call('HDEL', meta, 'roll_k', 'roll_cursor')
 else
   call('HSET', meta, 'roll_k', R.kid, 'roll_cursor', R.cursor)

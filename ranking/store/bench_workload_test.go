@@ -1,0 +1,251 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rankd/rankd/config"
+	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/ingest"
+	"github.com/rankd/rankd/ranking/store"
+)
+
+// BenchmarkApplyWorkload applies the standard workload (70% like, 20%
+// comment, 10% gift; anchors zipf(1.1) over 100k, users zipf(1.05) over 1M,
+// as `rankd produce` generates it) routed by the example config into its 9
+// boards, in batches of 2,000 events, and reports Redis server CPU per event
+// and per update (INFO cpu) and events/s. With RANKD_BENCH_STATS=1 it also
+// prints INFO commandstats per event (where the Redis time goes):
+//
+//	go test -run '^$' -bench BenchmarkApplyWorkload -benchtime 20x ./ranking/store/
+//
+// The first batches warm the boards up (empty at the start); -benchtime
+// 20x and more gives stable figures.
+func BenchmarkApplyWorkload(b *testing.B) {
+	srv := testenv.NewRedis(b, testenv.RedisOptions{})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 4})
+	defer rdb.Close()
+	ctx := context.Background()
+	cfg, err := config.LoadBytes("example.yaml", config.Example())
+	if err != nil {
+		b.Fatal(err)
+	}
+	router, err := cfg.Router()
+	if err != nil {
+		b.Fatal(err)
+	}
+	runs := 0
+	for _, size := range benchCallSizes() {
+		name := "events"
+		opts := []store.Option{store.WithPrefix("wl" + strconv.Itoa(size))}
+		if size > 0 {
+			name = fmt.Sprintf("call=%d", size)
+			opts = append(opts, store.WithCallSize(size))
+		}
+		st, err := store.New(rdb, cfg.Boards(), opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name, func(b *testing.B) {
+			runs++ // fresh event IDs for each run (b.N grows run by run)
+			w := newBenchWorkload(uint64(runs), time.Date(2026, 11, 21, 2, 0, 0, 0, time.UTC))
+			batches := make([][]ranking.Update, b.N)
+			events := 0
+			for i := range batches {
+				for range benchBatch {
+					batches[i] = w.route(b, cfg, router, batches[i])
+					events++
+				}
+			}
+			ups := 0
+			for _, bt := range batches {
+				ups += len(bt)
+			}
+			stats0 := commandStats(b, rdb)
+			cpu0 := must(srv.UsedCPU(ctx))
+			b.ResetTimer()
+			start := time.Now()
+			for _, bt := range batches {
+				res, err := st.Apply(ctx, store.Group(bt))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if n := res.Count(ranking.StatusApplied); n != len(bt) {
+					b.Fatalf("applied %d of %d", n, len(bt))
+				}
+			}
+			el := time.Since(start)
+			b.StopTimer()
+			cpu := must(srv.UsedCPU(ctx)) - cpu0
+			b.ReportMetric(float64(events)/el.Seconds(), "events/s")
+			b.ReportMetric(cpu*1e6/float64(events), "redis-µs/event")
+			b.ReportMetric(cpu*1e6/float64(ups), "redis-µs/update")
+			b.ReportMetric(float64(ups)/float64(events), "updates/event")
+			b.ReportMetric(0, "ns/op")
+			printStats(b, stats0, commandStats(b, rdb), events)
+		})
+	}
+}
+
+// benchCallSizes are the call sizes to compare (RANKD_BENCH_CALL=500,1000);
+// 0 is the store's default.
+func benchCallSizes() []int {
+	sizes := []int{0}
+	if env := os.Getenv("RANKD_BENCH_CALL"); env != "" {
+		sizes = nil
+		for _, f := range strings.Split(env, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				panic(fmt.Sprintf("RANKD_BENCH_CALL=%q: %v", env, err))
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	return sizes
+}
+
+// benchWorkload mirrors cmd/rankd's standard workload generator.
+type benchWorkload struct {
+	rng                  *rand.Rand
+	anchors, users, news *rand.Zipf
+	start, newsEpoch     time.Time
+	seed, n              int64
+	topicCum, giftCum    []int
+	topics, gifts        []string
+	coins                []int64
+	zones, texts         []string
+	buf                  []byte
+}
+
+func newBenchWorkload(seed uint64, start time.Time) *benchWorkload {
+	rng := rand.New(rand.NewPCG(seed, 0x72616e6b64))
+	return &benchWorkload{
+		rng: rng, seed: int64(seed), start: start, newsEpoch: start.Truncate(time.Hour),
+		anchors: rand.NewZipf(rng, 1.1, 1, 100_000-1), users: rand.NewZipf(rng, 1.05, 1, 1_000_000-1),
+		news:   rand.NewZipf(rng, 1.2, 1, 2_000-1),
+		topics: []string{"like", "comment", "gift"}, topicCum: []int{70, 90, 100},
+		gifts: []string{"rose", "heart", "ice_castle", "sports_car", "rocket", "carnival"},
+		coins: []int64{1, 10, 520, 1000, 5000, 30000}, giftCum: []int{50, 75, 87, 95, 99, 100},
+		zones: []string{"north", "south", "east", "west", "central", "northeast", "northwest", "southwest"},
+		texts: []string{"666", "hello", "好看", "nice song"},
+	}
+}
+
+func (w *benchWorkload) pick(cum []int) int {
+	r := w.rng.IntN(cum[len(cum)-1])
+	for i, c := range cum {
+		if r < c {
+			return i
+		}
+	}
+	return len(cum) - 1
+}
+
+// route generates the next event, 1 ms after the previous one, and appends
+// its updates.
+func (w *benchWorkload) route(b *testing.B, cfg *config.Config, r *ingest.Router, dst []ranking.Update) []ranking.Update {
+	n := w.n
+	w.n++
+	ts := w.start.Add(time.Duration(n) * time.Millisecond)
+	topic := w.topics[w.pick(w.topicCum)]
+	anchor := 100_000 + w.anchors.Uint64()*7919%100_000
+	user := 1_000_000 + w.users.Uint64()*7919%1_000_000
+	bf := fmt.Appendf(w.buf[:0], `{"id":"b%d-%d","ts":%d,"user_id":"u%d","anchor_id":"a%d","room_id":"r%d","zone":"%s"`,
+		w.seed, n, ts.UnixMilli(), user, anchor, anchor, w.zones[anchor*31%8])
+	switch topic {
+	case "gift":
+		g := w.pick(w.giftCum)
+		count := int64(1)
+		switch x := w.rng.IntN(100); {
+		case x < 5:
+			count = []int64{10, 66, 99, 520}[w.rng.IntN(4)]
+		case x < 20:
+			count = 2 + w.rng.Int64N(4)
+		}
+		bf = fmt.Appendf(bf, `,"gift_id":"%s","count":%d,"coins":%d`, w.gifts[g], count, w.coins[g]*count)
+	case "like":
+		if w.rng.IntN(5) == 0 {
+			bf = fmt.Appendf(bf, `,"count":%d`, 2+w.rng.Int64N(9))
+		}
+	case "comment":
+		if w.rng.IntN(10) < 3 {
+			k := w.news.Uint64()
+			bf = fmt.Appendf(bf, `,"news_id":"n%d","news_ts":%d`, k, w.newsEpoch.Add(-time.Duration(k)*37*time.Minute).UnixMilli())
+		}
+		bf = fmt.Appendf(bf, `,"text":"%s"`, w.texts[w.rng.IntN(len(w.texts))])
+	}
+	bf = append(bf, '}')
+	w.buf = bf
+	ev, err := cfg.Schemas()[topic].Decode(topic, 0, n, bf, nil, ts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := r.AppendRoute(dst, ev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out
+}
+
+// commandStats returns INFO commandstats: calls and µs per command.
+func commandStats(b *testing.B, rdb *redis.Client) map[string][2]float64 {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string][2]float64{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		var calls, usec float64
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				calls, _ = strconv.ParseFloat(v, 64)
+			case "usec":
+				usec, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		out[strings.TrimPrefix(name, "cmdstat_")] = [2]float64{calls, usec}
+	}
+	return out
+}
+
+// printStats prints, with RANKD_BENCH_STATS=1, the commands run between two
+// commandStats per unit: calls and µs (EVALSHA's µs include the commands
+// its script runs).
+func printStats(b *testing.B, before, after map[string][2]float64, units int) {
+	if ok, _ := strconv.ParseBool(os.Getenv("RANKD_BENCH_STATS")); !ok {
+		return
+	}
+	type row struct {
+		name        string
+		calls, usec float64
+	}
+	var rows []row
+	for name, a := range after {
+		c, u := a[0]-before[name][0], a[1]-before[name][1]
+		if c > 0 {
+			rows = append(rows, row{name, c / float64(units), u / float64(units)})
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].usec > rows[j].usec })
+	var sb strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&sb, "\n  %-16s %8.3f calls %8.3f µs", r.name, r.calls, r.usec)
+	}
+	fmt.Printf("%s: Redis commands per unit (%d units):%s\n", b.Name(), units, sb.String())
+}
