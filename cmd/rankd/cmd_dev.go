@@ -14,8 +14,8 @@ import (
 	"net"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/devstack"
-	"github.com/rankd/rankd/cmd/rankd/internal/workload"
 	"github.com/rankd/rankd/config"
+	"github.com/rankd/rankd/internal/workload"
 	"github.com/rankd/rankd/ranking/store"
 )
 

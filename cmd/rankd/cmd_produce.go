@@ -12,7 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/produce"
-	"github.com/rankd/rankd/cmd/rankd/internal/workload"
+	"github.com/rankd/rankd/internal/workload"
 )
 
 const produceHelp = `

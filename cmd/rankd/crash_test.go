@@ -17,9 +17,9 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/produce"
-	"github.com/rankd/rankd/cmd/rankd/internal/workload"
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/internal/workload"
 )
 
 // The SIGKILL crash test: `rankd run` (the binary, with the example config)

@@ -18,11 +18,11 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/produce"
-	"github.com/rankd/rankd/cmd/rankd/internal/workload"
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
 	"github.com/rankd/rankd/internal/oracle"
 	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/internal/workload"
 	"github.com/rankd/rankd/ranking/ingest"
 	"github.com/rankd/rankd/ranking/store"
 )

@@ -7,9 +7,9 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/rankd/rankd/cmd/rankd/internal/workload"
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/internal/workload"
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/store"
 )

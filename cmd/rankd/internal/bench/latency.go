@@ -16,9 +16,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/rankd/rankd/cmd/rankd/internal/workload"
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
+	"github.com/rankd/rankd/internal/workload"
 	"github.com/rankd/rankd/ranking/store"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/rankd/rankd/cmd/rankd/internal/workload"
+	"github.com/rankd/rankd/internal/workload"
 )
 
 // preloadChunk is the most messages per WriteMessages call.
