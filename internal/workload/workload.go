@@ -1,5 +1,8 @@
 // Package workload generates the standard workload of rankd's load
-// generator (`rankd produce`, `rankd dev`) and benchmark (`rankd bench`).
+// generator (`rankd produce`, `rankd dev`) and benchmark (`rankd bench`),
+// and of the tests and store benchmarks that send it. It is shared by the
+// binary and by tests outside cmd/rankd (ranking/store's
+// BenchmarkApplyWorkload), hence here and not under cmd/rankd/internal.
 package workload
 
 import (
