@@ -41,7 +41,7 @@ func commands() []command {
 		{"healthcheck", "GET a URL; exit 0 on a 2xx answer (for distroless images)", healthcheckMain},
 		{"replay", "rebuild boards from the topics into a new key generation, then switch to it", replayMain},
 		{"version", "print the version and the VCS revision rankd was built from", versionMain},
-		{"bench", "benchmarks (not implemented yet)", notImplemented("bench")},
+		benchCommand, // cmd_bench.go; cmd_bench_nodev.go with -tags nodev
 	}
 }
 
@@ -249,14 +249,6 @@ func configPath(flagValue string) (string, error) {
 		return env, nil
 	}
 	return "", usagef("no config file: give --config FILE or set RANKD_CONFIG")
-}
-
-// notImplemented is the main of a subcommand tracked by its own issue.
-func notImplemented(name string) func(context.Context, []string, io.Writer, io.Writer) error {
-	return func(_ context.Context, _ []string, _, stderr io.Writer) error {
-		fmt.Fprintf(stderr, "rankd %s: not implemented yet: tracked by its own issue\n", name)
-		return &usageError{}
-	}
 }
 
 // setup is the common start of the subcommands that read a config: parse

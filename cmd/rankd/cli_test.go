@@ -95,7 +95,11 @@ func TestExitCodesAndHelp(t *testing.T) {
 		{"-version", []string{"-version"}, 0, versionShape, ""},
 		{"version help", []string{"version", "--help"}, 0, "", `(?s)^Usage: rankd version\n.*"rankd --version"\s+is the same`},
 		{"version extra argument", []string{"version", "now"}, 2, "", `unexpected argument "now"`},
-		{"bench", []string{"bench", "--anything"}, 2, "", `rankd bench: not implemented yet: tracked by its own issue`},
+		{"bench unknown flag", []string{"bench", "--anything"}, 2, "", `flag provided but not defined: -anything`},
+		{"bench unknown phase", []string{"bench", "--skip", "naive,warp"}, 2, "", `rankd bench: skip "warp": not a phase \(naive, seed, rankd, memory, replay, latency, rollover\)`},
+		{"bench no events", []string{"bench", "--events", "0"}, 2, "", `rankd bench: --events, --rollover-members, --partitions, --workers and --batch must be at least 1`},
+		{"bench more naive events than events", []string{"bench", "--events", "10", "--naive-events", "20"}, 2, "", `rankd bench: naive events 20: at most the events \(10\)`},
+		{"bench help", []string{"bench", "--help"}, 0, "", `(?s)^Usage: rankd bench .*--events.*--json.*--cpuprofile`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -260,9 +264,6 @@ func TestParseInterspersed(t *testing.T) {
 // one default per flag (issue 11: produce --help showed two for --brokers).
 func TestHelpDefaults(t *testing.T) {
 	for _, c := range commands() {
-		if c.name == "bench" {
-			continue
-		}
 		args := []string{c.name, "--help"}
 		code, _, stderr := runCLI(t, args...)
 		if code != 0 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rankd/rankd/cmd/rankd/internal/devstack"
 	"github.com/rankd/rankd/config"
+	"github.com/rankd/rankd/internal/workload"
 	"github.com/rankd/rankd/ranking/store"
 )
 
@@ -53,11 +54,11 @@ func devMain(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	wc := workloadConfig{Seed: *seed}
+	wc := workload.Config{Seed: *seed}
 	if wc.Seed == 0 {
 		wc.Seed = rand.Int64N(1 << 40)
 	}
-	wl, err := newWorkload(wc)
+	wl, err := workload.New(wc)
 	if err != nil {
 		return err
 	}

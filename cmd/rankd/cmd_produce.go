@@ -12,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/produce"
+	"github.com/rankd/rankd/internal/workload"
 )
 
 const produceHelp = `
@@ -79,7 +80,7 @@ func produceMain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		src = produce.FileSource(r, *topic, *keyField)
 	} else {
-		wc := workloadConfig{Seed: *seed, Topics: splitList(*topics), Step: *step}
+		wc := workload.Config{Seed: *seed, Topics: splitList(*topics), Step: *step}
 		if wc.Seed == 0 {
 			wc.Seed = rand.Int64N(1 << 40)
 		}
@@ -90,7 +91,7 @@ func produceMain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			}
 			wc.Start = t
 		}
-		w, err := newWorkload(wc)
+		w, err := workload.New(wc)
 		if err != nil {
 			return usagef("--topics: %v", err)
 		}
@@ -104,9 +105,9 @@ func produceMain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 }
 
 // workloadSource returns the messages of a workload, without end.
-func workloadSource(w *workload) produce.Source {
+func workloadSource(w *workload.Generator) produce.Source {
 	return func() (kafka.Message, bool, error) {
-		ev := w.next()
+		ev := w.Next()
 		return kafka.Message{Topic: ev.Topic, Key: ev.Key, Value: ev.Value}, true, nil
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/rankd/rankd/cmd/rankd/internal/produce"
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/internal/workload"
 )
 
 // The SIGKILL crash test: `rankd run` (the binary, with the example config)
@@ -81,7 +82,7 @@ func testCrash(t *testing.T, bin string) {
 	// the consumption order, the kills and the backlog.
 	total := crashBefore + crashDuring
 	step := 30 * time.Hour / time.Duration(total)
-	wl, err := newWorkload(workloadConfig{Seed: seed, Start: time.Now().Add(-34 * time.Hour).Truncate(time.Second), Step: step})
+	wl, err := workload.New(workload.Config{Seed: seed, Start: time.Now().Add(-34 * time.Hour).Truncate(time.Second), Step: step})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func testCrash(t *testing.T, bin string) {
 	)
 	produce := func(ctx context.Context, n int) error { // at full speed, recording what was acknowledged
 		src := func() (kafka.Message, bool, error) {
-			ev := wl.next()
+			ev := wl.Next()
 			return kafka.Message{Topic: ev.Topic, Key: ev.Key, Value: ev.Value}, true, nil
 		}
 		rec := &recordingWriter{w: w, mu: &mu, out: &produced}

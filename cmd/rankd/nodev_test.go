@@ -8,14 +8,15 @@ import (
 	"testing"
 )
 
-// devOnly are the modules only `rankd dev` needs (its embedded Redis and
-// Kafka broker): the production build (-tags nodev, as
-// deployments/Dockerfile builds it) must not link them.
+// devOnly are the modules only `rankd dev` (its embedded Redis and Kafka
+// broker) and `rankd bench` (its Kafka broker) need: the production build
+// (-tags nodev, as deployments/Dockerfile builds it) must not link them.
 var devOnly = []string{"github.com/alicebob/miniredis", "github.com/yuin/gopher-lua", "github.com/twmb/franz-go"}
 
 // TestNodev checks the production build: none of devOnly among its
-// dependencies (while the default build has them, with `rankd dev`), and
-// `rankd dev` there says it is not in this build.
+// dependencies (while the default build has them, with `rankd dev` and
+// `rankd bench`), and `rankd dev` and `rankd bench` there say they are not
+// in this build.
 func TestNodev(t *testing.T) {
 	goBin := requireProgram(t, "go", "the go command builds rankd")
 	deps := func(tags ...string) []string {
@@ -57,9 +58,13 @@ func TestNodev(t *testing.T) {
 	if code := exitCode(err); code != exitUsage || !regexp.MustCompile(`^rankd dev: not in this build: rankd was built with -tags nodev`).Match(out) {
 		t.Errorf("rankd dev in a nodev build: exit %d, output %q; want 2 and why", code, out)
 	}
+	out, err = exec.Command(bin, "bench").CombinedOutput()
+	if code := exitCode(err); code != exitUsage || !regexp.MustCompile(`^rankd bench: not in this build: rankd was built with -tags nodev`).Match(out) {
+		t.Errorf("rankd bench in a nodev build: exit %d, output %q; want 2 and why", code, out)
+	}
 	out, err = exec.Command(bin, "--help").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "\n  run ") || strings.Contains(string(out), "\n  dev ") {
-		t.Errorf("rankd --help in a nodev build (%v): want run listed and dev not:\n%s", err, out)
+	if err != nil || !strings.Contains(string(out), "\n  run ") || strings.Contains(string(out), "\n  dev ") || strings.Contains(string(out), "\n  bench ") {
+		t.Errorf("rankd --help in a nodev build (%v): want run listed and dev and bench not:\n%s", err, out)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/rankd/rankd/consumer"
 	"github.com/rankd/rankd/internal/oracle"
 	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/internal/workload"
 	"github.com/rankd/rankd/ranking/ingest"
 	"github.com/rankd/rankd/ranking/store"
 )
@@ -71,7 +72,7 @@ func testReplay(t *testing.T, bin string) {
 
 	// The log: three days ending 3 hours ago, then the live tail.
 	total := replayEvents + replayLive
-	wl, err := newWorkload(workloadConfig{Seed: seed, Start: time.Now().Add(-75 * time.Hour).Truncate(time.Second),
+	wl, err := workload.New(workload.Config{Seed: seed, Start: time.Now().Add(-75 * time.Hour).Truncate(time.Second),
 		Step: 72 * time.Hour / time.Duration(total)})
 	if err != nil {
 		t.Fatal(err)
@@ -341,7 +342,7 @@ var newRouteYAML = `
 // replayLogMessages returns n events of wl as messages, with disorder
 // within a minute (30%), truly late events (3%: 40 minutes to 3 hours
 // back) and duplicates (2%: the same message again a little later).
-func replayLogMessages(wl *workload, rng *rand.Rand, n int) []kafka.Message {
+func replayLogMessages(wl *workload.Generator, rng *rand.Rand, n int) []kafka.Message {
 	tsRe := regexp.MustCompile(`"ts":(\d+)`)
 	var out []kafka.Message
 	type pending struct {
@@ -360,7 +361,7 @@ func replayLogMessages(wl *workload, rng *rand.Rand, n int) []kafka.Message {
 		if len(out) >= n {
 			break
 		}
-		ev := wl.next()
+		ev := wl.Next()
 		shift := time.Duration(0)
 		switch r := rng.Float64(); {
 		case r < 0.30:

@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"sort"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/internal/workload"
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/ingest"
 	"github.com/rankd/rankd/ranking/store"
@@ -114,83 +114,31 @@ func benchCallSizes() []int {
 	return sizes
 }
 
-// benchWorkload mirrors cmd/rankd's standard workload generator.
+// benchWorkload is the standard workload (internal/workload, as `rankd
+// produce` and `rankd bench` send it) decoded and routed by the config.
 type benchWorkload struct {
-	rng                  *rand.Rand
-	anchors, users, news *rand.Zipf
-	start, newsEpoch     time.Time
-	seed, n              int64
-	topicCum, giftCum    []int
-	topics, gifts        []string
-	coins                []int64
-	zones, texts         []string
-	buf                  []byte
+	g *workload.Generator
+	n int64
 }
 
+// newBenchWorkload starts the workload of seed at start, 1 ms per event.
 func newBenchWorkload(seed uint64, start time.Time) *benchWorkload {
-	rng := rand.New(rand.NewPCG(seed, 0x72616e6b64))
-	return &benchWorkload{
-		rng: rng, seed: int64(seed), start: start, newsEpoch: start.Truncate(time.Hour),
-		anchors: rand.NewZipf(rng, 1.1, 1, 100_000-1), users: rand.NewZipf(rng, 1.05, 1, 1_000_000-1),
-		news:   rand.NewZipf(rng, 1.2, 1, 2_000-1),
-		topics: []string{"like", "comment", "gift"}, topicCum: []int{70, 90, 100},
-		gifts: []string{"rose", "heart", "ice_castle", "sports_car", "rocket", "carnival"},
-		coins: []int64{1, 10, 520, 1000, 5000, 30000}, giftCum: []int{50, 75, 87, 95, 99, 100},
-		zones: []string{"north", "south", "east", "west", "central", "northeast", "northwest", "southwest"},
-		texts: []string{"666", "hello", "好看", "nice song"},
+	g, err := workload.New(workload.Config{Seed: int64(seed), Start: start, Step: time.Millisecond})
+	if err != nil {
+		panic(err) // all topics, a fixed config: cannot fail
 	}
+	return &benchWorkload{g: g}
 }
 
-func (w *benchWorkload) pick(cum []int) int {
-	r := w.rng.IntN(cum[len(cum)-1])
-	for i, c := range cum {
-		if r < c {
-			return i
-		}
-	}
-	return len(cum) - 1
-}
-
-// route generates the next event, 1 ms after the previous one, and appends
-// its updates.
+// route generates the next event and appends its updates.
 func (w *benchWorkload) route(b *testing.B, cfg *config.Config, r *ingest.Router, dst []ranking.Update) []ranking.Update {
-	n := w.n
+	ev := w.g.Next()
 	w.n++
-	ts := w.start.Add(time.Duration(n) * time.Millisecond)
-	topic := w.topics[w.pick(w.topicCum)]
-	anchor := 100_000 + w.anchors.Uint64()*7919%100_000
-	user := 1_000_000 + w.users.Uint64()*7919%1_000_000
-	bf := fmt.Appendf(w.buf[:0], `{"id":"b%d-%d","ts":%d,"user_id":"u%d","anchor_id":"a%d","room_id":"r%d","zone":"%s"`,
-		w.seed, n, ts.UnixMilli(), user, anchor, anchor, w.zones[anchor*31%8])
-	switch topic {
-	case "gift":
-		g := w.pick(w.giftCum)
-		count := int64(1)
-		switch x := w.rng.IntN(100); {
-		case x < 5:
-			count = []int64{10, 66, 99, 520}[w.rng.IntN(4)]
-		case x < 20:
-			count = 2 + w.rng.Int64N(4)
-		}
-		bf = fmt.Appendf(bf, `,"gift_id":"%s","count":%d,"coins":%d`, w.gifts[g], count, w.coins[g]*count)
-	case "like":
-		if w.rng.IntN(5) == 0 {
-			bf = fmt.Appendf(bf, `,"count":%d`, 2+w.rng.Int64N(9))
-		}
-	case "comment":
-		if w.rng.IntN(10) < 3 {
-			k := w.news.Uint64()
-			bf = fmt.Appendf(bf, `,"news_id":"n%d","news_ts":%d`, k, w.newsEpoch.Add(-time.Duration(k)*37*time.Minute).UnixMilli())
-		}
-		bf = fmt.Appendf(bf, `,"text":"%s"`, w.texts[w.rng.IntN(len(w.texts))])
-	}
-	bf = append(bf, '}')
-	w.buf = bf
-	ev, err := cfg.Schemas()[topic].Decode(topic, 0, n, bf, nil, ts)
+	e, err := cfg.Schemas()[ev.Topic].Decode(ev.Topic, 0, w.n, ev.Value, nil, ev.Time)
 	if err != nil {
 		b.Fatal(err)
 	}
-	out, err := r.AppendRoute(dst, ev)
+	out, err := r.AppendRoute(dst, e)
 	if err != nil {
 		b.Fatal(err)
 	}

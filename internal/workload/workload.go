@@ -1,4 +1,9 @@
-package main
+// Package workload generates the standard workload of rankd's load
+// generator (`rankd produce`, `rankd dev`) and benchmark (`rankd bench`),
+// and of the tests and store benchmarks that send it. It is shared by the
+// binary and by tests outside cmd/rankd (ranking/store's
+// BenchmarkApplyWorkload), hence here and not under cmd/rankd/internal.
+package workload
 
 import (
 	"fmt"
@@ -25,14 +30,14 @@ import (
 // same seed, so a rerun with a seed resends the same events (which rankd
 // deduplicates) and different seeds never collide.
 const (
-	workloadAnchors = 100_000
-	workloadUsers   = 1_000_000
-	workloadNews    = 2_000
-	workloadZones   = 8
+	numAnchors = 100_000
+	numUsers   = 1_000_000
+	numNews    = 2_000
+	numZones   = 8
 )
 
-// workloadConfig configures a workload.
-type workloadConfig struct {
+// Config configures a Generator.
+type Config struct {
 	Seed int64
 	// Topics to generate, among gift, like and comment; empty: all three.
 	Topics []string
@@ -43,10 +48,10 @@ type workloadConfig struct {
 	Step  time.Duration
 }
 
-// workloadTopics are the topics of the standard workload with their share.
-var workloadTopics = []workloadTopic{{"like", 70}, {"comment", 20}, {"gift", 10}}
+// topicShares are the topics of the standard workload with their share.
+var topicShares = []topicShare{{"like", 70}, {"comment", 20}, {"gift", 10}}
 
-type workloadTopic struct {
+type topicShare struct {
 	name   string
 	weight int
 }
@@ -67,14 +72,14 @@ var giftTable = []gift{
 	{"carnival", 30000, 1},
 }
 
-var zones = [workloadZones]string{"north", "south", "east", "west", "central", "northeast", "northwest", "southwest"}
+var zones = [numZones]string{"north", "south", "east", "west", "central", "northeast", "northwest", "southwest"}
 
 var commentTexts = []string{"666", "hello", "好看", "主播加油", "nice song", "first time here", "哈哈哈", "again!"}
 
-// workload generates the standard workload. It is not safe for concurrent
+// Generator generates the standard workload. It is not safe for concurrent
 // use.
-type workload struct {
-	cfg       workloadConfig
+type Generator struct {
+	cfg       Config
 	rng       *rand.Rand
 	anchors   *rand.Zipf
 	users     *rand.Zipf
@@ -88,8 +93,8 @@ type workload struct {
 	buf       []byte
 }
 
-// wevent is one generated event.
-type wevent struct {
+// Event is one generated event.
+type Event struct {
 	Topic string
 	Key   []byte // the anchor id: keeps an anchor's events in one partition
 	Value []byte // the JSON event; owned by the caller
@@ -97,24 +102,24 @@ type wevent struct {
 	Time  time.Time
 }
 
-// newWorkload returns a workload; it fails for an unknown topic.
-func newWorkload(cfg workloadConfig) (*workload, error) {
+// New returns a Generator; it fails for an unknown topic.
+func New(cfg Config) (*Generator, error) {
 	rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0x72616e6b64))
-	w := &workload{
+	w := &Generator{
 		cfg:     cfg,
 		rng:     rng,
-		anchors: rand.NewZipf(rng, 1.1, 1, workloadAnchors-1),
-		users:   rand.NewZipf(rng, 1.05, 1, workloadUsers-1),
-		news:    rand.NewZipf(rng, 1.2, 1, workloadNews-1),
+		anchors: rand.NewZipf(rng, 1.1, 1, numAnchors-1),
+		users:   rand.NewZipf(rng, 1.05, 1, numUsers-1),
+		news:    rand.NewZipf(rng, 1.2, 1, numNews-1),
 		prefix:  strconv.FormatInt(cfg.Seed, 10) + "-",
 	}
 	for _, t := range cfg.Topics {
-		if !slices.ContainsFunc(workloadTopics, func(wt workloadTopic) bool { return wt.name == t }) {
+		if !slices.ContainsFunc(topicShares, func(wt topicShare) bool { return wt.name == t }) {
 			return nil, fmt.Errorf("unknown topic %q: the workload has gift, like and comment", t)
 		}
 	}
 	total := 0
-	for _, t := range workloadTopics {
+	for _, t := range topicShares {
 		if len(cfg.Topics) == 0 || slices.Contains(cfg.Topics, t.name) {
 			total += t.weight
 			w.topics = append(w.topics, t.name)
@@ -136,7 +141,7 @@ func newWorkload(cfg workloadConfig) (*workload, error) {
 
 // pick returns the index of the first cumulative weight above a random
 // draw.
-func (w *workload) pick(cum []int) int {
+func (w *Generator) pick(cum []int) int {
 	r := w.rng.IntN(cum[len(cum)-1])
 	for i, c := range cum {
 		if r < c {
@@ -151,8 +156,8 @@ func (w *workload) pick(cum []int) int {
 // (n coprime with 7919).
 func scramble(rank uint64, n uint64) uint64 { return n + rank*7919%n }
 
-// next returns the next event.
-func (w *workload) next() wevent {
+// Next returns the next event.
+func (w *Generator) Next() Event {
 	n := w.n
 	w.n++
 	ts := time.Now()
@@ -161,8 +166,8 @@ func (w *workload) next() wevent {
 	}
 	ms := ts.UnixMilli()
 	topic := w.topics[w.pick(w.cum)]
-	anchor := scramble(w.anchors.Uint64(), workloadAnchors)
-	user := scramble(w.users.Uint64(), workloadUsers)
+	anchor := scramble(w.anchors.Uint64(), numAnchors)
+	user := scramble(w.users.Uint64(), numUsers)
 	id := w.prefix + strconv.FormatInt(n, 10)
 
 	b := w.buf[:0]
@@ -179,7 +184,7 @@ func (w *workload) next() wevent {
 	b = append(b, `","room_id":"r`...)
 	b = strconv.AppendUint(b, anchor, 10)
 	b = append(b, `","zone":"`...)
-	b = append(b, zones[anchor*31%workloadZones]...)
+	b = append(b, zones[anchor*31%numZones]...)
 	b = append(b, '"')
 	switch topic {
 	case "gift":
@@ -216,5 +221,5 @@ func (w *workload) next() wevent {
 	}
 	b = append(b, '}')
 	w.buf = b
-	return wevent{Topic: topic, Key: key, Value: slices.Clone(b), ID: id, Time: time.UnixMilli(ms)}
+	return Event{Topic: topic, Key: key, Value: slices.Clone(b), ID: id, Time: time.UnixMilli(ms)}
 }

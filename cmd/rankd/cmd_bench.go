@@ -1,0 +1,126 @@
+//go:build !nodev
+
+// `rankd bench` starts its own broker (franz-go's kfake, through
+// internal/servers); a build with -tags nodev (the image) leaves it out
+// and has cmd_bench_nodev.go instead.
+
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rankd/rankd/cmd/rankd/internal/bench"
+	"github.com/rankd/rankd/config"
+)
+
+const benchHelp = `
+Measure rankd end to end on this machine. It starts its own Kafka-protocol
+broker (kfake, in a child process) and redis-server (from PATH), or uses
+--brokers and --redis, preloads the standard workload (see rankd produce)
+and runs, against the same servers:
+
+  naive     a naive consumer: one Redis round trip per event and board
+  seed      the seed 000 rolling-board script, one EVALSHA per update, pipelined
+  rankd     the consumer stack of "rankd run" (in this process)
+            each drains the events from its own consumer group into an
+            emptied Redis: events/s, Redis CPU per event and per update
+            (INFO cpu), this process's and the broker's CPU per event,
+            INFO commandstats
+  memory    Redis bytes per board member and per dedupe key after rankd's drain
+  replay    the rebuild of every board from the log into a new generation
+  latency   event-to-visible latency (HTTP API) at half rankd's drain rate
+  rollover  prefill of a rolling board of --rollover-members members, with
+            the worst latency of a concurrent ZREVRANGE reader
+
+It prints one table on stdout (--json FILE: also as JSON) and a progress
+line on stderr. The default run takes about two minutes; run it on an
+otherwise idle machine. --redis must be an empty, dedicated Redis: it is
+flushed between phases and left empty. --brokers must not hold the
+benchmark's topics (gift, like, comment, their naive- copies) with messages.
+
+Examples:
+  rankd bench
+  rankd bench --events 200000 --skip rollover,latency --json bench.json
+  rankd bench --cpuprofile rankd.pprof     # then: go tool pprof -top rankd.pprof`
+
+var benchCommand = command{"bench", "measure drain rate, Redis cost, latency, replay and rollover on this machine",
+	func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		return runBench(ctx, args, stdout, stderr, nil)
+	}}
+
+// runBench is `rankd bench`; tests change the options with adjust.
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, adjust func(*bench.Options)) error {
+	fs := newFlags("bench", "bench [--events N] [--json FILE] [flags]", benchHelp, stderr)
+	o := bench.Options{Stdout: stdout, Stderr: stderr}
+	fs.IntVar(&o.Events, "events", bench.DefaultEvents, "`number` of events of the standard workload preloaded and drained")
+	fs.IntVar(&o.NaiveEvents, "naive-events", 0, "`number` of them the naive consumer drains (default min(100000, --events))")
+	fs.Int64Var(&o.Seed, "seed", bench.DefaultSeed, "`seed` of the workload")
+	brokers := fs.String("brokers", "", "comma-separated Kafka `brokers` to use instead of starting one (the topics must not hold messages)")
+	fs.StringVar(&o.Redis, "redis", "", "`host:port` of an empty Redis to use instead of starting redis-server (it is flushed)")
+	fs.IntVar(&o.Partitions, "partitions", 6, "`partitions` per topic")
+	fs.IntVar(&o.Workers, "workers", 3, "rankd's kafka.workers")
+	fs.IntVar(&o.Batch, "batch", 2000, "rankd's kafka.batch.count (and the seed consumer's batch)")
+	fs.DurationVar(&o.Linger, "linger", 20*time.Millisecond, "rankd's kafka.batch.linger")
+	fs.IntVar(&o.RolloverMembers, "rollover-members", 1_000_000, "`members` of the rolling board rolled over")
+	fs.DurationVar(&o.LatencyDuration, "latency-duration", 30*time.Second, "how long the latency phase produces")
+	fs.Float64Var(&o.LatencyRate, "latency-rate", 0, "produce `rate` of the latency phase in events/s (default half rankd's drain rate)")
+	fs.DurationVar(&o.PollInterval, "poll-interval", time.Millisecond, "pause between two reads of the latency marker")
+	skip := fs.String("skip", "", "comma-separated `phases` not to run: "+strings.Join(bench.Phases, ", "))
+	fs.StringVar(&o.JSON, "json", "", "write the results as JSON to `file`")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write the CPU profile of the rankd drain to `file`")
+	var lf logFlags
+	lf.register(fs, "text", "warn")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		return err
+	}
+	o.Log = log
+	o.Brokers, o.Skip = splitList(*brokers), splitList(*skip)
+	if o.Events < 1 || o.RolloverMembers < 1 || o.Partitions < 1 || o.Workers < 1 || o.Batch < 1 {
+		return usagef("--events, --rollover-members, --partitions, --workers and --batch must be at least 1")
+	}
+	o.NewStack = func(cfg *config.Config, log *slog.Logger) (bench.Stack, error) {
+		s, err := newStack(cfg, log, groupTuning{})
+		if err != nil {
+			return nil, err
+		}
+		ln, err := s.listen()
+		if err != nil {
+			_ = s.rdb.Close()
+			return nil, err
+		}
+		return &benchStack{s: s, ln: ln}, nil
+	}
+	o.NewStore = newStore // the replay phase rebuilds the store as rankd replay does
+	if adjust != nil {
+		adjust(&o)
+	}
+	if err := o.Validate(); err != nil {
+		return &usageError{err}
+	}
+	_, err = bench.Run(ctx, o)
+	return err
+}
+
+// benchStack is a stack for the benchmark.
+type benchStack struct {
+	s  *stack
+	ln net.Listener
+}
+
+func (b *benchStack) Run(ctx context.Context) error { return b.s.run(ctx, b.ln) }
+func (b *benchStack) HTTPAddr() string              { return b.ln.Addr().String() }
+func (b *benchStack) Metrics() prometheus.Gatherer  { return b.s.reg }

@@ -1,0 +1,113 @@
+package bench
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rankd/rankd/cmd/rankd/internal/servers"
+	"github.com/rankd/rankd/config"
+	"github.com/rankd/rankd/ranking/store"
+)
+
+// noStack is a NewStack for runs that skip every phase needing rankd.
+func noStack(*config.Config, *slog.Logger) (Stack, error) {
+	return nil, errors.New("no stack in this test")
+}
+
+// noStore is a NewStore for runs that skip the replay.
+func noStore(*config.Config, redis.UniversalClient, *slog.Logger) (*store.Store, error) {
+	return nil, errors.New("no store in this test")
+}
+
+func startRedis(t *testing.T) *servers.Redis {
+	t.Helper()
+	r, err := servers.StartRedis(t.Context())
+	if errors.Is(err, servers.ErrNoRedisServer) {
+		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}
+
+// TestGivenServers runs the naive and seed drains against a given broker
+// and Redis (--brokers, --redis): the Redis is left empty; a second run on
+// the same broker is refused, and so is a Redis holding keys.
+func TestGivenServers(t *testing.T) {
+	b, err := servers.StartBroker(t.Context(), servers.BrokerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	r := startRedis(t)
+	var out bytes.Buffer
+	o := Options{Events: 3000, NaiveEvents: 300, Brokers: []string{b.Addr()}, Redis: r.Addr(), Stdout: &out, Stderr: &out,
+		Skip: []string{PhaseRankd, PhaseMemory, PhaseReplay, PhaseLatency, PhaseRollover}, NewStack: noStack}
+	res, err := Run(t.Context(), o)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if res.Drain.Naive == nil || res.Drain.Naive.Events != 300 || res.Drain.Seed == nil || res.Drain.Seed.Events != 3000 ||
+		res.Drain.Rankd != nil || res.Replay != nil || res.Latency != nil || res.Rollover != nil || res.Memory != nil {
+		t.Fatalf("phases run: %+v", res.Drain)
+	}
+	if !strings.Contains(out.String(), "seed pipelined") || !strings.Contains(out.String(), "broker: given: "+b.Addr()) {
+		t.Errorf("table:\n%s", out.String())
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	defer rdb.Close()
+	if n, err := rdb.DBSize(t.Context()).Result(); err != nil || n != 0 {
+		t.Errorf("the given Redis holds %d keys after the run (%v), want 0", n, err)
+	}
+
+	_, err = Run(t.Context(), o)
+	if err == nil || !strings.Contains(err.Error(), "has been written to") {
+		t.Errorf("second run on the same broker: %v, want a refusal", err)
+	}
+	if err := rdb.Set(t.Context(), "mine", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	o.Brokers = nil // a fresh broker child
+	_, err = Run(t.Context(), o)
+	if err == nil || !strings.Contains(err.Error(), "holds keys") {
+		t.Errorf("a Redis holding keys: %v, want a refusal", err)
+	}
+	if v, _ := rdb.Get(t.Context(), "mine").Result(); v != "1" {
+		t.Errorf("the refused Redis lost its key")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tt := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{NewStack: noStack, NewStore: noStore}, ""},
+		{Options{}, "no NewStack"},
+		{Options{NewStack: noStack}, "no NewStore (the replay phase needs it)"},
+		{Options{NewStack: noStack, Skip: []string{PhaseReplay}}, ""},
+		{Options{NewStack: noStack, Events: 10, NaiveEvents: 11}, "naive events 11: at most the events (10)"},
+		{Options{NewStack: noStack, NaiveEvents: DefaultEvents + 1}, "at most the events"},
+		{Options{NewStack: noStack, Skip: []string{"drain"}}, `skip "drain": not a phase`},
+		{Options{NewStack: noStack, Skip: []string{PhaseRankd}}, "the memory phase measures what the rankd drain leaves"},
+		{Options{NewStack: noStack, NewStore: noStore, Skip: []string{PhaseRankd, PhaseMemory}}, ""},
+		{Options{NewStack: noStack, Events: -1}, "events -1"},
+	} {
+		err := tt.o.Validate()
+		if (err == nil) != (tt.want == "") || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%+v: %v, want %q", tt.o, err, tt.want)
+		}
+	}
+}
