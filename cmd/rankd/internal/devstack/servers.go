@@ -2,21 +2,15 @@ package devstack
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/rankd/rankd/cmd/rankd/internal/servers"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -54,21 +48,27 @@ type redisServer struct {
 func (r *redisServer) Close() error { return r.stop() }
 
 // startRedis starts redis-server from PATH on a free loopback port with a
-// temp dir, or, when there is none, miniredis in process.
+// temp dir (servers.StartRedis), or, when there is none, miniredis in
+// process.
 func startRedis(ctx context.Context) (*redisServer, error) {
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
+	r, err := servers.StartRedis(ctx)
+	if errors.Is(err, servers.ErrNoRedisServer) {
 		return startMiniredis()
 	}
-	var last error
-	for range 3 { // the free port may be taken before redis-server binds it
-		r, err := startRedisServer(ctx, path)
-		if err == nil {
-			return r, nil
-		}
-		last = err
+	if err != nil {
+		return nil, err
 	}
-	return nil, last
+	version := "?"
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	if info, err := rdb.Info(ctx, "server").Result(); err == nil {
+		version = redisVersion(info)
+	}
+	_ = rdb.Close()
+	return &redisServer{
+		Addr: r.Addr(),
+		Kind: "redis-server " + version + " (from PATH, data in " + r.Dir() + ")",
+		stop: sync.OnceValue(func() error { r.Close(); return nil }),
+	}, nil
 }
 
 // startMiniredis starts miniredis on a free loopback port. miniredis only
@@ -107,76 +107,6 @@ func startMiniredis() (*redisServer, error) {
 	}, nil
 }
 
-// redisReadyTimeout bounds the wait for redis-server to answer PING.
-const redisReadyTimeout = 10 * time.Second
-
-func startRedisServer(ctx context.Context, path string) (*redisServer, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "rankd-dev-redis-")
-	if err != nil {
-		return nil, err
-	}
-	logFile := filepath.Join(dir, "redis.log")
-	cmd := exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", logFile, "--daemonize", "no")
-	detach(cmd)
-	if err := cmd.Start(); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("starting %s: %w", path, err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	stop := sync.OnceValue(func() error {
-		defer os.RemoveAll(dir)
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-			return nil
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-			return errors.New("redis-server did not stop on SIGTERM; killed")
-		}
-	})
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer rdb.Close()
-	deadline := time.Now().Add(redisReadyTimeout)
-	for {
-		info, err := rdb.Info(ctx, "server").Result()
-		if err == nil {
-			return &redisServer{Addr: addr, Kind: "redis-server " + redisVersion(info) + " (" + path + ", data in " + dir + ")", stop: stop}, nil
-		}
-		select {
-		case <-exited:
-			msg := tail(logFile)
-			_ = stop()
-			return nil, fmt.Errorf("redis-server exited at start: %s", msg)
-		case <-ctx.Done():
-			_ = stop()
-			return nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			_ = stop()
-			return nil, fmt.Errorf("redis-server not answering on %s after %v: %v", addr, redisReadyTimeout, err)
-		}
-	}
-}
-
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // redisVersion returns redis_version from INFO server.
 func redisVersion(info string) string {
 	sc := bufio.NewScanner(strings.NewReader(info))
@@ -186,14 +116,4 @@ func redisVersion(info string) string {
 		}
 	}
 	return "?"
-}
-
-// tail returns the last lines of a file, for an error message.
-func tail(path string) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "no log"
-	}
-	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
-	return string(bytes.Join(lines[max(0, len(lines)-5):], []byte("\n")))
 }

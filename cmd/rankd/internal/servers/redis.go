@@ -99,6 +99,9 @@ func startRedis(ctx context.Context, path string, extra []string) (*Redis, error
 // Addr returns the server's host:port.
 func (r *Redis) Addr() string { return r.addr }
 
+// Dir returns the server's working directory (its log and any data).
+func (r *Redis) Dir() string { return r.dir }
+
 // PID returns the server's process id.
 func (r *Redis) PID() int { return r.proc.cmd.Process.Pid }
 
