@@ -47,9 +47,9 @@ func inCI() bool {
 	return ci
 }
 
-// unavailable skips t, or fails it under CI=true, because a server it needs
-// cannot be had.
-func unavailable(t testing.TB, format string, args ...any) {
+// Unavailable skips t, or fails it under CI=true, because a server it needs
+// cannot be had (the message names what to install).
+func Unavailable(t testing.TB, format string, args ...any) {
 	t.Helper()
 	msg := fmt.Sprintf(format, args...)
 	if inCI() {
@@ -73,7 +73,7 @@ func require(t testing.TB, err error) {
 	}
 	var m errMissing
 	if errors.As(err, &m) {
-		unavailable(t, "%s", m.msg)
+		Unavailable(t, "%s", m.msg)
 		return
 	}
 	t.Fatal(err)

@@ -14,7 +14,7 @@ func BuildRankd(t testing.TB) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		unavailable(t, "the go command is not in PATH: it is needed to build rankd")
+		Unavailable(t, "the go command is not in PATH: it is needed to build rankd")
 	}
 	bin := filepath.Join(t.TempDir(), "rankd")
 	args := []string{"build", "-o", bin}

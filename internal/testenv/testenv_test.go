@@ -221,7 +221,7 @@ func TestBrokerProcess(t *testing.T) {
 func TestKcat(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("kcat"); err != nil {
-		unavailable(t, "kcat not found in PATH: install kcat (apt-get install kcat)")
+		Unavailable(t, "kcat not found in PATH: install kcat (apt-get install kcat)")
 	}
 	b := Kafka(t)
 	topic := b.Topic(t, "kcat")

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -13,6 +11,7 @@ import (
 
 	"github.com/rankd/rankd/cmd/rankd/internal/servers"
 	"github.com/rankd/rankd/config"
+	"github.com/rankd/rankd/internal/testenv"
 	"github.com/rankd/rankd/ranking/store"
 )
 
@@ -30,10 +29,7 @@ func startRedis(t *testing.T) *servers.Redis {
 	t.Helper()
 	r, err := servers.StartRedis(t.Context())
 	if errors.Is(err, servers.ErrNoRedisServer) {
-		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
-			t.Fatal(err)
-		}
-		t.Skip(err)
+		testenv.Unavailable(t, "%v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
