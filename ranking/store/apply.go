@@ -190,9 +190,11 @@ func (s *Store) dedupePrefix(slot int) string {
 // collects dims tags not yet registered. Updates are numbered in the order
 // of evs (n in all).
 func (s *Store) plan(evs []Event, n int) ([]*call, map[string][]any, error) {
-	ups := make([]ranking.Update, 0, n)
+	ups := make([]*ranking.Update, 0, n) // the events' updates, numbered in order (not copied)
 	for i := range evs {
-		ups = append(ups, evs[i].Updates...)
+		for k := range evs[i].Updates {
+			ups = append(ups, &evs[i].Updates[k])
+		}
 	}
 	var calls []*call
 	open := map[int]*call{} // slot -> call being filled
@@ -200,8 +202,7 @@ func (s *Store) plan(evs []Event, n int) ([]*call, map[string][]any, error) {
 	seenTag := map[string]bool{}
 	tags := make([]string, len(ups))
 	slots := make([]int, len(ups))
-	for i := range ups {
-		u := &ups[i]
+	for i, u := range ups {
 		st, err := s.board(u.Board)
 		if err != nil {
 			return nil, nil, err
@@ -274,12 +275,12 @@ func sameDims(a, b []string) bool {
 	return true
 }
 
-func (c *call) addEvent(s *Store, id string, ups []ranking.Update, tags []string, idx []int) {
+func (c *call) addEvent(s *Store, id string, ups []*ranking.Update, tags []string, idx []int) {
 	c.events = append(c.events, idx)
 	c.nups += len(idx)
 	c.ids = append(c.ids, id)
 	for _, i := range idx {
-		u := &ups[i]
+		u := ups[i]
 		g := c.groups[tags[i]]
 		if g == nil {
 			g = &callGroup{idx: len(c.gorder) + 1, tag: tags[i], st: s.boards[u.Board], pidx: map[int64]int{}}

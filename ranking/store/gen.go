@@ -155,6 +155,9 @@ func (s *Store) applyGens(ctx context.Context, evs []Event, marks []Mark) (ranki
 	if len(gs) == 0 {
 		return s.apply(ctx, evs, marks)
 	}
+	if g, ok := singleGen(gs, evs); ok { // the usual case: no build under way
+		return s.view(g).apply(ctx, evs, marks)
+	}
 	n := nUpdates(evs)
 	res := ranking.Result{Status: make([]ranking.Status, n), Repeated: make([]bool, n)}
 	active, building := map[int]*genPart{}, map[int]*genPart{}
@@ -211,6 +214,25 @@ func (s *Store) applyGens(ctx context.Context, evs []Event, marks []Mark) (ranki
 		}
 	}
 	return res, nil
+}
+
+// singleGen returns the active generation of every board of evs when they
+// share one and none is being built, so that the events go as they are.
+func singleGen(gs map[string]BoardGen, evs []Event) (int, bool) {
+	g, first := 0, true
+	for i := range evs {
+		for k := range evs[i].Updates {
+			bg, ok := gs[evs[i].Updates[k].Board]
+			if !ok {
+				bg = BoardGen{Building: -1}
+			}
+			if bg.Building >= 0 || (!first && bg.Active != g) {
+				return 0, false
+			}
+			g, first = bg.Active, false
+		}
+	}
+	return g, true
 }
 
 // genPart is the share of an Apply that goes to one generation: its events
