@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rankd/rankd/internal/proc"
 )
 
 const (
@@ -46,8 +48,8 @@ type BrokerProcess struct {
 
 	mu   sync.Mutex
 	addr string // "127.0.0.1:0" until the first start
-	proc *process
-	out  *tailBuffer // stdout and stderr, for error messages
+	proc *proc.Process
+	out  *proc.TailBuffer // stdout and stderr, for error messages
 }
 
 // StartBrokerProcess builds the kbroker command (once per test binary),
@@ -90,10 +92,10 @@ func (bp *BrokerProcess) DataDir() string { return bp.dataDir }
 func (bp *BrokerProcess) PID() int {
 	bp.mu.Lock()
 	defer bp.mu.Unlock()
-	if bp.proc == nil || bp.proc.exited() {
+	if bp.proc == nil || bp.proc.Exited() {
 		return 0
 	}
-	return bp.proc.pid()
+	return bp.proc.PID()
 }
 
 // Kill kills the broker with SIGKILL, as a crash would, and waits for it to
@@ -115,7 +117,7 @@ func (bp *BrokerProcess) stop(sig syscall.Signal) {
 	bp.mu.Lock()
 	defer bp.mu.Unlock()
 	if bp.proc != nil {
-		bp.proc.stop(sig, brokerStopGrace)
+		bp.proc.Stop(sig, brokerStopGrace)
 	}
 }
 
@@ -123,15 +125,15 @@ func (bp *BrokerProcess) stop(sig syscall.Signal) {
 func (bp *BrokerProcess) start() error {
 	bp.mu.Lock()
 	defer bp.mu.Unlock()
-	if bp.proc != nil && !bp.proc.exited() {
+	if bp.proc != nil && !bp.proc.Exited() {
 		return nil
 	}
-	bp.out = &tailBuffer{}
+	bp.out = &proc.TailBuffer{}
 	ready := &readyWriter{tail: bp.out, addr: make(chan string, 1)}
 	cmd := exec.Command(bp.bin, append([]string{"-addr", bp.addr}, bp.args...)...)
 	cmd.Stdout = ready
 	cmd.Stderr = bp.out
-	proc, err := startProcess(cmd)
+	proc, err := proc.Start(cmd)
 	if err != nil {
 		return fmt.Errorf("starting kbroker: %w", err)
 	}
@@ -140,10 +142,10 @@ func (bp *BrokerProcess) start() error {
 		bp.addr = addr
 		bp.proc = proc
 		return nil
-	case <-proc.done:
-		return fmt.Errorf("kbroker exited before listening: %v\n%s", proc.err, bp.out)
+	case <-proc.Done():
+		return fmt.Errorf("kbroker exited before listening: %v\n%s", proc.Err(), bp.out)
 	case <-time.After(brokerReadyTimeout):
-		proc.stop(syscall.SIGKILL, brokerStopGrace)
+		proc.Stop(syscall.SIGKILL, brokerStopGrace)
 		return fmt.Errorf("kbroker not listening within %v\n%s", brokerReadyTimeout, bp.out)
 	}
 }
@@ -151,7 +153,7 @@ func (bp *BrokerProcess) start() error {
 // readyWriter receives kbroker's stdout and reports the address of its
 // "listening <addr>" line.
 type readyWriter struct {
-	tail *tailBuffer
+	tail *proc.TailBuffer
 	line []byte
 	addr chan string
 	sent bool

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rankd/rankd/internal/proc"
 	"github.com/redis/go-redis/v9"
 	"github.com/testcontainers/testcontainers-go"
 	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
@@ -59,7 +60,7 @@ type RedisServer struct {
 	args []string // redis-server arguments, without the port
 
 	mu   sync.Mutex
-	proc *process
+	proc *proc.Process
 }
 
 var sharedRedis struct {
@@ -186,13 +187,13 @@ func startLocalRedis(dir string, args []string, clusterBus bool) (*RedisServer, 
 	var err error
 	for range 3 {
 		var port int
-		if port, err = freePort(); err != nil {
+		if port, err = proc.FreePort(); err != nil {
 			return nil, err
 		}
 		srvArgs := args
 		if clusterBus {
 			var bus int
-			if bus, err = freePort(); err != nil {
+			if bus, err = proc.FreePort(); err != nil {
 				return nil, err
 			}
 			srvArgs = append(append([]string(nil), args...), "--cluster-port", strconv.Itoa(bus))
@@ -226,10 +227,10 @@ func (s *RedisServer) Client(t testing.TB) *redis.Client {
 func (s *RedisServer) PID() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.proc == nil || s.proc.exited() {
+	if s.proc == nil || s.proc.Exited() {
 		return 0
 	}
-	return s.proc.pid()
+	return s.proc.PID()
 }
 
 // Stop shuts the server down with SIGTERM and waits for it to exit; with
@@ -310,18 +311,18 @@ func parseUsedCPU(info string) (float64, error) {
 func (s *RedisServer) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.proc != nil && !s.proc.exited() {
+	if s.proc != nil && !s.proc.Exited() {
 		return nil
 	}
 	args := append([]string{"--port", strconv.Itoa(s.port)}, s.args...)
 	cmd := exec.Command("redis-server", args...)
 	cmd.Dir = s.dir
-	proc, err := startProcess(cmd)
+	proc, err := proc.Start(cmd)
 	if err != nil {
 		return fmt.Errorf("starting redis-server: %w", err)
 	}
 	if err := waitRedis(s.addr, proc); err != nil {
-		proc.stop(syscall.SIGKILL, redisStopGrace)
+		proc.Stop(syscall.SIGKILL, redisStopGrace)
 		logTail, _ := os.ReadFile(redisLog(s.dir))
 		return fmt.Errorf("redis-server on %s: %w\n%s", s.addr, err, tail(string(logTail), 20))
 	}
@@ -335,17 +336,17 @@ func (s *RedisServer) shutdown(sig syscall.Signal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc != nil {
-		s.proc.stop(sig, redisStopGrace)
+		s.proc.Stop(sig, redisStopGrace)
 	}
 }
 
 // waitRedis waits until the server at addr answers PING with PONG; it fails
 // early if proc exits.
-func waitRedis(addr string, proc *process) error {
+func waitRedis(addr string, proc *proc.Process) error {
 	deadline := time.Now().Add(redisReadyTimeout)
 	for {
-		if proc.exited() {
-			return fmt.Errorf("exited: %v", proc.err)
+		if proc.Exited() {
+			return fmt.Errorf("exited: %v", proc.Err())
 		}
 		if pingRedis(addr) == nil {
 			return nil

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rankd/rankd/internal/proc"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -58,7 +59,7 @@ type TLSRedis struct {
 	pki  *PKI
 
 	mu   sync.Mutex
-	proc *process
+	proc *proc.Process
 }
 
 // NewTLSRedis starts a TLS-only redis-server on a free loopback port and
@@ -103,7 +104,7 @@ func startTLSRedis(dir string, opts TLSRedisOptions, extra func(port int) ([]str
 	var err error
 	for range 3 {
 		var port int
-		if port, err = freePort(); err != nil {
+		if port, err = proc.FreePort(); err != nil {
 			return nil, err
 		}
 		args := tlsRedisArgs(dir, opts)
@@ -147,18 +148,18 @@ func (s *TLSRedis) Start() error { return s.start() }
 func (s *TLSRedis) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.proc != nil && !s.proc.exited() {
+	if s.proc != nil && !s.proc.Exited() {
 		return nil
 	}
 	args := append([]string{"--tls-port", strconv.Itoa(s.port)}, s.args...)
 	cmd := exec.Command("redis-server", args...)
 	cmd.Dir = s.dir
-	proc, err := startProcess(cmd)
+	proc, err := proc.Start(cmd)
 	if err != nil {
 		return fmt.Errorf("starting redis-server: %w", err)
 	}
 	if err := waitTLSRedis(s.addr, s.pki.ClientTLS(), proc); err != nil {
-		proc.stop(syscall.SIGKILL, redisStopGrace)
+		proc.Stop(syscall.SIGKILL, redisStopGrace)
 		logTail, _ := os.ReadFile(redisLog(s.dir))
 		return fmt.Errorf("redis-server (TLS) on %s: %w\n%s", s.addr, err, tail(string(logTail), 20))
 	}
@@ -170,18 +171,18 @@ func (s *TLSRedis) shutdown(sig syscall.Signal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc != nil {
-		s.proc.stop(sig, redisStopGrace)
+		s.proc.Stop(sig, redisStopGrace)
 	}
 }
 
 // waitTLSRedis waits until the server answers a PING over TLS (+PONG, or
 // -NOAUTH when the default user is off).
-func waitTLSRedis(addr string, tc *tls.Config, proc *process) error {
+func waitTLSRedis(addr string, tc *tls.Config, proc *proc.Process) error {
 	deadline := time.Now().Add(redisReadyTimeout)
 	var last error
 	for {
-		if proc.exited() {
-			return fmt.Errorf("exited: %v", proc.err)
+		if proc.Exited() {
+			return fmt.Errorf("exited: %v", proc.Err())
 		}
 		if last = pingTLSRedis(addr, tc); last == nil {
 			return nil
@@ -236,7 +237,7 @@ func NewTLSCluster(t testing.TB, opts TLSRedisOptions) *TLSRedisCluster {
 		var bus int
 		n, err := startTLSRedis(dir, opts, func(int) ([]string, error) {
 			var err error
-			if bus, err = freePort(); err != nil {
+			if bus, err = proc.FreePort(); err != nil {
 				return nil, err
 			}
 			return []string{"--cluster-enabled", "yes",

@@ -1,6 +1,10 @@
 package testenv
 
-import "os/exec"
+import (
+	"os/exec"
+
+	"github.com/rankd/rankd/internal/proc"
+)
 
 // StartCommand starts cmd as exec.Cmd.Start does, for a test that runs its
 // own child processes (a rankd binary, say): on Linux the child gets a
@@ -8,4 +12,4 @@ import "os/exec"
 // test binary, so that it dies with the test binary and never before. The
 // caller waits for it (cmd.Wait). A SysProcAttr set by the caller is kept
 // (Setpgid, for one).
-func StartCommand(cmd *exec.Cmd) error { return spawn(cmd) }
+func StartCommand(cmd *exec.Cmd) error { return proc.Spawn(cmd) }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rankd/rankd/internal/proc"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -42,8 +43,8 @@ type BrokerOptions struct {
 // Broker is a single-node kfake broker in a child process, in memory only.
 type Broker struct {
 	addr string
-	proc *process
-	out  *tailBuffer
+	proc *proc.Process
+	out  *proc.TailBuffer
 }
 
 // StartBroker starts the broker in a child process (this executable again,
@@ -61,25 +62,25 @@ func StartBroker(ctx context.Context, opts BrokerOptions) (*Broker, error) {
 	if len(opts.Topics) > 0 {
 		args = append(args, "-topics", strings.Join(opts.Topics, ","))
 	}
-	out := &tailBuffer{}
+	out := &proc.TailBuffer{}
 	ready := &readyWriter{tail: out, addr: make(chan string, 1)}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), brokerEnv+"=1")
 	cmd.Stdout, cmd.Stderr = ready, out
-	proc, err := startProcess(cmd)
+	proc, err := proc.Start(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("starting the broker: %w", err)
 	}
 	select {
 	case addr := <-ready.addr:
 		return &Broker{addr: addr, proc: proc, out: out}, nil
-	case <-proc.done:
-		return nil, fmt.Errorf("the broker exited before listening: %v\n%s", proc.err, out)
+	case <-proc.Done():
+		return nil, fmt.Errorf("the broker exited before listening: %v\n%s", proc.Err(), out)
 	case <-ctx.Done():
-		proc.stop(syscall.SIGKILL, brokerStopGrace)
+		proc.Stop(syscall.SIGKILL, brokerStopGrace)
 		return nil, ctx.Err()
 	case <-time.After(brokerReadyTimeout):
-		proc.stop(syscall.SIGKILL, brokerStopGrace)
+		proc.Stop(syscall.SIGKILL, brokerStopGrace)
 		return nil, fmt.Errorf("the broker is not listening after %v\n%s", brokerReadyTimeout, out)
 	}
 }
@@ -88,15 +89,15 @@ func StartBroker(ctx context.Context, opts BrokerOptions) (*Broker, error) {
 func (b *Broker) Addr() string { return b.addr }
 
 // PID returns the broker's process id.
-func (b *Broker) PID() int { return b.proc.cmd.Process.Pid }
+func (b *Broker) PID() int { return b.proc.PID() }
 
 // Close stops the broker (SIGTERM, then SIGKILL after a grace).
-func (b *Broker) Close() { b.proc.stop(syscall.SIGTERM, brokerStopGrace) }
+func (b *Broker) Close() { b.proc.Stop(syscall.SIGTERM, brokerStopGrace) }
 
 // readyWriter passes the child's stdout on to tail and reports the address
 // of its "listening <addr>" line.
 type readyWriter struct {
-	tail *tailBuffer
+	tail *proc.TailBuffer
 	line []byte
 	addr chan string
 	sent bool

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/rankd/rankd/internal/proc"
 )
 
 const (
@@ -29,7 +31,7 @@ var ErrNoRedisServer = errors.New("redis-server not found in PATH: install it (a
 type Redis struct {
 	addr string
 	dir  string
-	proc *process
+	proc *proc.Process
 }
 
 // StartRedis starts redis-server from PATH on a free loopback port with
@@ -55,7 +57,7 @@ func StartRedis(ctx context.Context, args ...string) (*Redis, error) {
 }
 
 func startRedis(ctx context.Context, path string, extra []string) (*Redis, error) {
-	port, err := freePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +70,7 @@ func startRedis(ctx context.Context, path string, extra []string) (*Redis, error
 		"--daemonize", "no", "--save", "", "--appendonly", "no", "--dir", dir, "--logfile", logFile}, extra...)
 	cmd := exec.Command(path, args...)
 	cmd.Dir = dir
-	proc, err := startProcess(cmd)
+	proc, err := proc.Start(cmd)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("starting redis-server: %w", err)
@@ -76,10 +78,10 @@ func startRedis(ctx context.Context, path string, extra []string) (*Redis, error
 	r := &Redis{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, proc: proc}
 	deadline := time.Now().Add(redisReadyTimeout)
 	for {
-		if proc.exited() {
+		if proc.Exited() {
 			msg := logTail(logFile, 10)
 			r.Close()
-			return nil, fmt.Errorf("redis-server exited at start: %v\n%s", proc.err, msg)
+			return nil, fmt.Errorf("redis-server exited at start: %v\n%s", proc.Err(), msg)
 		}
 		if err := pingRedis(r.addr); err == nil {
 			return r, nil
@@ -103,12 +105,12 @@ func (r *Redis) Addr() string { return r.addr }
 func (r *Redis) Dir() string { return r.dir }
 
 // PID returns the server's process id.
-func (r *Redis) PID() int { return r.proc.cmd.Process.Pid }
+func (r *Redis) PID() int { return r.proc.PID() }
 
 // Close stops the server (SIGTERM, then SIGKILL after a grace) and removes
 // its files.
 func (r *Redis) Close() {
-	r.proc.stop(syscall.SIGTERM, redisStopGrace)
+	r.proc.Stop(syscall.SIGTERM, redisStopGrace)
 	_ = os.RemoveAll(r.dir)
 }
 

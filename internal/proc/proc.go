@@ -1,4 +1,10 @@
-package servers
+// Package proc runs child processes for rankd's tools and tests (the
+// servers of rankd bench and dev, the test servers of internal/testenv):
+// each is reaped by one goroutine, so any number of callers may wait for its
+// exit; on Linux it dies with this process (parent-death signal) and runs
+// in its own process group, so a Ctrl-C in the terminal reaches only the
+// parent, which stops its children itself.
+package proc
 
 import (
 	"bytes"
@@ -11,20 +17,20 @@ import (
 	"time"
 )
 
-// process is a started child, waited for by one goroutine so that any
+// Process is a started child, waited for by one goroutine so that any
 // number of callers can wait for its exit.
-type process struct {
+type Process struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited
 	err  error         // Wait's result, set before done is closed
 }
 
-// startProcess starts cmd from the spawner thread (see spawn) and reaps it.
-func startProcess(cmd *exec.Cmd) (*process, error) {
+// Start starts cmd from the spawner thread (see spawn) and reaps it.
+func Start(cmd *exec.Cmd) (*Process, error) {
 	if err := spawn(cmd); err != nil {
 		return nil, err
 	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
+	p := &Process{cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
@@ -32,7 +38,8 @@ func startProcess(cmd *exec.Cmd) (*process, error) {
 	return p, nil
 }
 
-func (p *process) exited() bool {
+// Exited reports whether the process has exited.
+func (p *Process) Exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -41,9 +48,10 @@ func (p *process) exited() bool {
 	}
 }
 
-// stop sends sig, waits up to grace for the exit, then kills the process.
-func (p *process) stop(sig syscall.Signal, grace time.Duration) {
-	if p.exited() {
+// Stop sends sig, waits up to grace for the exit, then kills the process.
+// It returns once the process has exited.
+func (p *Process) Stop(sig syscall.Signal, grace time.Duration) {
+	if p.Exited() {
 		return
 	}
 	_ = p.cmd.Process.Signal(sig)
@@ -56,6 +64,20 @@ func (p *process) stop(sig syscall.Signal, grace time.Duration) {
 	<-p.done
 }
 
+// Done is closed when the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// PID returns the process id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Err returns Wait's result once the process has exited (nil before).
+func (p *Process) Err() error {
+	if !p.Exited() {
+		return nil
+	}
+	return p.err
+}
+
 var spawner struct {
 	once sync.Once
 	reqs chan spawnReq
@@ -65,6 +87,10 @@ type spawnReq struct {
 	cmd  *exec.Cmd
 	errc chan error
 }
+
+// Spawn starts cmd as exec.Cmd.Start does, with the parent-death signal and
+// process group of this package's children; the caller waits for it.
+func Spawn(cmd *exec.Cmd) error { return spawn(cmd) }
 
 // spawn starts cmd from one OS thread that lives as long as the process:
 // the kernel sends the parent-death signal when the thread that forked a
@@ -86,8 +112,8 @@ func spawn(cmd *exec.Cmd) error {
 	return <-r.errc
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("finding a free port: %w", err)
@@ -96,15 +122,15 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// tailBuffer keeps the last bytes written to it, for error messages.
-type tailBuffer struct {
+// TailBuffer keeps the last bytes written to it, for error messages.
+type TailBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
 const tailSize = 4 << 10
 
-func (b *tailBuffer) Write(p []byte) (int, error) {
+func (b *TailBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.buf.Write(p)
@@ -114,7 +140,7 @@ func (b *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (b *tailBuffer) String() string {
+func (b *TailBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := b.buf.Bytes()

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package servers
+package proc
 
 import "os/exec"
 
