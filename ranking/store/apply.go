@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -19,6 +20,9 @@ type call struct {
 	ids    []string     // per event: its message ID
 	ups    []updateArgs // the events' updates, in order
 	nups   int
+	view   *Store // the generation it writes
+	part   int    // index of its genPart in the Apply (-1: none)
+	argv   []any  // rendered (args)
 }
 
 // callGroup is one stream (board+dims) inside a call.
@@ -70,17 +74,34 @@ func Group(ups []ranking.Update) []Event {
 // anything is written.
 //
 // marks are the stream times of the partitions the events came from, as
-// of the offset after the batch (see Mark); they are written in the same
-// pipeline, so that they are in Redis before the caller commits offsets.
+// of the offset after the batch (see Mark); they are written after the
+// effects (on a standalone Redis by the batch's last script call), so that
+// a mark never describes writes that Redis does not hold.
 //
 // The store New returns writes every update into its board's active
 // key generation and, while a replay builds one, into that one too; a store
 // from Generation writes its generation only.
 func (s *Store) Apply(ctx context.Context, evs []Event, marks ...Mark) (ranking.Result, error) {
+	return s.applyAll(ctx, evs, nil, marks)
+}
+
+// ApplyFrom is Apply for live consumption, which owns its position in
+// Redis (see the comment at the top of position.go): spans say, for each
+// partition of the batch, where the batch runs and which position record
+// Redis must hold. When Redis holds another record (it lost writes, or
+// another consumer moved the partition on), or lost the boards'
+// generation pointers, ApplyFrom returns a *PositionError and the call it
+// refused changed nothing. The spans' end offsets and stream times are
+// written as marks.
+func (s *Store) ApplyFrom(ctx context.Context, evs []Event, spans []Span) (ranking.Result, error) {
 	if s.root != nil {
-		return s.apply(ctx, evs, marks)
+		return ranking.Result{}, errors.New("store: ApplyFrom on a generation's store")
 	}
-	return s.applyGens(ctx, evs, marks)
+	marks := make([]Mark, len(spans))
+	for i, sp := range spans {
+		marks[i] = Mark{Topic: sp.Topic, Partition: sp.Partition, Offset: sp.To, Time: sp.ToTime}
+	}
+	return s.applyAll(ctx, evs, spans, marks)
 }
 
 // nUpdates returns the number of updates of evs.
@@ -92,91 +113,254 @@ func nUpdates(evs []Event) int {
 	return n
 }
 
-// apply applies evs to this store's generation and writes marks.
-func (s *Store) apply(ctx context.Context, evs []Event, marks []Mark) (ranking.Result, error) {
+// applyAll applies evs to the generations they go to (see Apply), checking
+// spans (ApplyFrom) and writing marks, in one pipeline.
+func (s *Store) applyAll(ctx context.Context, evs []Event, spans []Span, marks []Mark) (ranking.Result, error) {
 	n := nUpdates(evs)
 	res := ranking.Result{Status: make([]ranking.Status, n), Repeated: make([]bool, n)}
-	if n == 0 && len(marks) == 0 {
+	if n == 0 && len(marks) == 0 && len(spans) == 0 {
 		return res, nil
 	}
-	calls, newTags, err := s.plan(evs, n)
+	parts, err := s.parts(ctx, evs)
 	if err != nil {
 		return res, err
 	}
-	pending := calls
-	for attempt := 0; len(pending) > 0 || marks != nil; attempt++ {
-		failed, err := s.exec(ctx, pending, newTags, marks, res.Status, res.Repeated)
-		newTags, marks = nil, nil
+	var calls []*call
+	for pi, p := range parts {
+		cs, tags, err := p.view.plan(p.evs, nUpdates(p.evs))
 		if err != nil {
 			return res, err
 		}
-		if len(failed) > 0 {
-			if attempt > 0 {
-				return res, fmt.Errorf("applying batch: script still missing after SCRIPT LOAD")
+		p.tags, p.res = tags, ranking.Result{Status: make([]ranking.Status, len(p.idx)), Repeated: make([]bool, len(p.idx))}
+		for _, c := range cs {
+			c.view, c.part = p.view, pi
+		}
+		calls = append(calls, cs...)
+	}
+	root := s
+	if s.root != nil {
+		root = s.root
+	}
+	if !s.cluster && len(calls) == 0 {
+		// nothing to apply: one call still checks the positions and
+		// writes the marks
+		v := s
+		if len(parts) > 0 {
+			v = parts[0].view
+		}
+		calls = append(calls, &call{groups: map[string]*callGroup{}, view: v, part: -1})
+	}
+	nonce := newNonce()
+	for k, c := range calls {
+		head := positionArgs{}
+		var sp []spanArgs
+		var mk []markArgs
+		if !s.cluster {
+			head.posKey, head.gensKey, head.lastKey = root.posKey(), root.gensKey(), root.lastMarksKey()
+			if spans != nil {
+				head.gensCheck = true
+				for i := range spans {
+					expect := spans[i].Expect
+					if k > 0 {
+						expect = spans[i].record(k, len(calls), nonce)
+					}
+					sp = append(sp, spanArgs{field: posField(spans[i].Topic, spans[i].Partition), expect: expect,
+						set: spans[i].record(k+1, len(calls), nonce)})
+				}
 			}
-			if err := applyScript.Load(ctx, s.rdb).Err(); err != nil {
-				return res, fmt.Errorf("loading apply script: %w", err)
+			if k == len(calls)-1 {
+				mk = root.markArgs(marks)
 			}
 		}
-		pending = failed
+		head.nSpans, head.nMarks = len(sp), len(mk)
+		c.argv = c.args(c.view, head, sp, mk)
 	}
-	s.knownMu.Lock()
-	for _, c := range calls {
-		for tag, g := range c.groups {
-			if k := g.st.b.Name + "\x00" + tag; s.known[k].IsZero() {
-				s.known[k] = time.Now()
+	if err := s.exec(ctx, parts, calls, spans); err != nil {
+		return res, err
+	}
+	if s.cluster && (len(marks) > 0 || len(spans) > 0) {
+		// after every call succeeded: the nodes of a cluster order nothing
+		// between them
+		pipe := s.rdb.Pipeline()
+		cmds := append(root.writeMarks(ctx, pipe, marks), root.writePositions(ctx, pipe, spans)...)
+		_, _ = pipe.Exec(ctx)
+		for _, c := range cmds {
+			if err := c.Err(); err != nil {
+				return res, fmt.Errorf("writing stream times: %w", err)
 			}
 		}
 	}
-	s.knownMu.Unlock()
-	return res, nil
-}
-
-// exec runs calls in one pipeline and fills status. It returns the calls that
-// failed with NOSCRIPT (not executed; to be retried after loading the script).
-func (s *Store) exec(ctx context.Context, calls []*call, newTags map[string][]any, marks []Mark, status []ranking.Status, repeated []bool) ([]*call, error) {
-	pipe := s.rdb.Pipeline()
-	for board, tags := range newTags {
-		pipe.SAdd(ctx, s.dimsKey(board), tags...)
-	}
-	markCmds := s.writeMarks(ctx, pipe, marks)
-	cmds := make([]*redis.Cmd, len(calls))
-	for i, c := range calls {
-		cmds[i] = applyScript.EvalSha(ctx, pipe, []string{s.dedupePrefix(c.slot)}, c.args(s)...)
-	}
-	_, _ = pipe.Exec(ctx) // every command's error is checked below
-	for _, c := range markCmds {
-		if err := c.Err(); err != nil {
-			return nil, fmt.Errorf("writing stream times: %w", err)
-		}
-	}
-	var failed []*call
-	for i, c := range calls {
-		out, err := cmds[i].Slice()
-		if isNoScript(err) {
-			failed = append(failed, c)
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("applying batch: %w", err)
-		}
-		if len(out) != len(c.events) {
-			return nil, fmt.Errorf("applying batch: script returned %d events, want %d", len(out), len(c.events))
-		}
-		for e, o := range out {
-			codes, _ := o.(string)
-			idx := c.events[e]
-			if len(codes) != len(idx) {
-				return nil, fmt.Errorf("applying batch: script returned %q for %d updates", codes, len(idx))
-			}
-			for k, u := range idx {
-				if status[u], repeated[u], err = luaStatus(codes[k]).status(); err != nil {
-					return nil, fmt.Errorf("applying batch: %w", err)
+	for _, p := range parts {
+		p.view.knownMu.Lock()
+		for board, tags := range p.tags {
+			for _, tag := range tags {
+				if k := board + "\x00" + tag.(string); p.view.known[k].IsZero() {
+					p.view.known[k] = time.Now()
 				}
 			}
 		}
+		p.view.knownMu.Unlock()
+		if !p.building {
+			for k, i := range p.idx {
+				res.Status[i], res.Repeated[i] = p.res.Status[k], p.res.Repeated[k]
+			}
+		}
 	}
-	return failed, nil
+	return res, nil
+}
+
+// exec runs calls in one pipeline and fills their parts' results. Calls
+// that fail with NOSCRIPT are run again after SCRIPT LOAD, with the checked
+// calls after them (refused: each expects the record of the one before).
+func (s *Store) exec(ctx context.Context, parts []*genPart, calls []*call, spans []Span) error {
+	first := true
+	for pending := calls; len(pending) > 0; first = false {
+		pipe := s.rdb.Pipeline()
+		if first {
+			for _, p := range parts {
+				for board, tags := range p.tags {
+					pipe.SAdd(ctx, p.view.dimsKey(board), tags...)
+				}
+			}
+		}
+		cmds := make([]*redis.Cmd, len(pending))
+		for i, c := range pending {
+			cmds[i] = applyScript.EvalSha(ctx, pipe, []string{s.dedupePrefix(c.slot)}, c.argv...)
+		}
+		_, _ = pipe.Exec(ctx) // every command's error is checked below
+		var failed []*call
+		for i, c := range pending {
+			out, err := cmds[i].Slice()
+			if isNoScript(err) {
+				failed = append(failed, c)
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("applying batch: %w", err)
+			}
+			if ref, ok := refusal(out); ok {
+				if len(failed) > 0 {
+					// a checked call after one that did not run expects the
+					// record that one leaves: it runs again with it
+					failed = append(failed, c)
+					continue
+				}
+				s.forgetDims()
+				return refusedErr(ref, out, spans, c.argv)
+			}
+			if err := c.verdicts(out, parts); err != nil {
+				return err
+			}
+		}
+		if len(failed) == 0 {
+			return nil
+		}
+		if !first {
+			return fmt.Errorf("applying batch: script still missing after SCRIPT LOAD")
+		}
+		if err := applyScript.Load(ctx, s.rdb).Err(); err != nil {
+			return fmt.Errorf("loading apply script: %w", err)
+		}
+		pending = failed
+	}
+	return nil
+}
+
+// refusal returns the refusal code of an apply call's reply, if it is one.
+func refusal(out []any) (luaRefusal, bool) {
+	if len(out) == 0 {
+		return 0, false
+	}
+	n, ok := out[0].(int64)
+	return luaRefusal(n), ok
+}
+
+// refusedErr renders a refused call's reply as a *PositionError.
+func refusedErr(ref luaRefusal, out []any, spans []Span, argv []any) error {
+	e := &PositionError{}
+	switch ref {
+	case luaRefusedGens:
+		e.Gens, _ = out[1].(string)
+		e.GensExpected, _ = out[2].(string)
+		return e
+	case luaRefusedPosition:
+		if len(out) != len(spans)+1 {
+			return fmt.Errorf("applying batch: refusal of %d positions for %d spans", len(out)-1, len(spans))
+		}
+		for i, sp := range spans {
+			rec, _ := out[i+1].(string)
+			p, err := parsePosition(sp.Topic, sp.Partition, rec)
+			if err != nil {
+				return fmt.Errorf("applying batch: %w", err)
+			}
+			e.Positions = append(e.Positions, p)
+		}
+		return e
+	}
+	return fmt.Errorf("applying batch: unknown refusal %d", ref)
+}
+
+// verdicts fills the call's part's result from the call's reply.
+func (c *call) verdicts(out []any, parts []*genPart) error {
+	if len(out) != len(c.events) {
+		return fmt.Errorf("applying batch: script returned %d events, want %d", len(out), len(c.events))
+	}
+	if c.part < 0 {
+		return nil
+	}
+	res := &parts[c.part].res
+	for e, o := range out {
+		codes, _ := o.(string)
+		idx := c.events[e]
+		if len(codes) != len(idx) {
+			return fmt.Errorf("applying batch: script returned %q for %d updates", codes, len(idx))
+		}
+		for k, u := range idx {
+			var err error
+			if res.Status[u], res.Repeated[u], err = luaStatus(codes[k]).status(); err != nil {
+				return fmt.Errorf("applying batch: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// forgetDims drops what this store and its views know of the dims
+// registry: Redis lost writes, possibly registrations among them.
+func (s *Store) forgetDims() {
+	root := s
+	if s.root != nil {
+		root = s.root
+	}
+	root.knownMu.Lock()
+	clear(root.known)
+	root.knownMu.Unlock()
+	root.viewMu.Lock()
+	views := make([]*Store, 0, len(root.views))
+	for _, v := range root.views {
+		views = append(views, v)
+	}
+	root.viewMu.Unlock()
+	for _, v := range views {
+		v.knownMu.Lock()
+		clear(v.known)
+		v.knownMu.Unlock()
+	}
+}
+
+// markArgs renders marks for the apply script.
+func (s *Store) markArgs(marks []Mark) []markArgs {
+	if len(marks) == 0 {
+		return nil
+	}
+	now := strconv.FormatInt(s.now().UnixMilli(), 10)
+	out := make([]markArgs, len(marks))
+	for i, m := range marks {
+		v := strconv.FormatInt(m.Offset, 10) + ":" + strconv.FormatInt(markMs(m.Time), 10)
+		out[i] = markArgs{zkey: s.markKey(m.Topic, m.Partition), offset: m.Offset, value: v,
+			lastField: posField(m.Topic, m.Partition), lastValue: v + ":" + now}
+	}
+	return out
 }
 
 func (s *Store) dedupePrefix(slot int) string {
@@ -314,10 +498,17 @@ func (c *call) addEvent(s *Store, id string, ups []*ranking.Update, tags []strin
 
 // args renders the call; rolling groups get a consecutive period table that
 // covers N-1 periods on each side of the periods used.
-func (c *call) args(s *Store) []any {
+func (c *call) args(s *Store, head positionArgs, spans []spanArgs, marks []markArgs) []any {
 	remap := make([][]int, len(c.gorder)) // group -> old index -> new index
-	args := make([]any, 0, 5+len(c.gorder)*8+2*len(c.ids)+len(updateFields)*len(c.ups))
+	args := make([]any, 0, 12+len(spanFields)*len(spans)+len(markFields)*len(marks)+len(c.gorder)*8+2*len(c.ids)+len(updateFields)*len(c.ups))
 	args = append(args, s.prefix, s.dedupePrefix(c.slot), s.ttl.Milliseconds())
+	args = head.add(args)
+	for i := range spans {
+		args = spans[i].add(args)
+	}
+	for i := range marks {
+		args = marks[i].add(args)
+	}
 	// the boards of the call, once each
 	bidx := map[*boardState]int{}
 	var boards []*boardState

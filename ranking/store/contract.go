@@ -66,6 +66,29 @@ const (
 	luaRepeatRange luaStatus = '5' // ... its out-of-range verdict
 )
 
+// luaRefusal is the first element of an apply call's reply when the call
+// was refused before it changed anything: a number, where the verdicts of
+// an accepted call are strings.
+type luaRefusal int
+
+const (
+	// luaRefusedPosition: a partition's position record differs from the
+	// one the call expects; the stored records of the call's spans follow
+	// ("" for none), in span order.
+	luaRefusedPosition luaRefusal = 1
+	// luaRefusedGens: the gens hash's generation counter is gone or below
+	// the last one seen; the counter and the last one seen follow ("0":
+	// none).
+	luaRefusedGens luaRefusal = 2
+)
+
+// gensNone is the gens hash's generation counter when it has none.
+const gensNone = "0"
+
+// posGens is the field of the position hash that keeps the last gens
+// counter seen (not a partition: those are "<topic>|<partition>").
+const posGens = "gens"
+
 // luaLatePeriod is the period index of an update that Go judged late.
 const luaLatePeriod = -1
 
@@ -129,6 +152,8 @@ var luaConsts = []struct {
 	{"ST_APPLIED", luaApplied}, {"ST_DUPLICATE", luaDuplicate}, {"ST_LATE", luaLate},
 	{"ST_OUT_OF_RANGE", luaOutOfRange}, {"ST_REPEAT_LATE", luaRepeatLate}, {"ST_REPEAT_RANGE", luaRepeatRange},
 	{"LATE_GP", luaLateGP},
+	{"REFUSED_POSITION", luaRefusedPosition}, {"REFUSED_GENS", luaRefusedGens},
+	{"MARKS_KEPT", marksKept}, {"GENS_NONE", gensNone}, {"POS_GENS", posGens},
 	{"UPDATE_ARGS", len(updateFields)},
 }
 
@@ -144,6 +169,8 @@ func luaPrelude() string {
 		switch v := c.value.(type) {
 		case luaStatus:
 			fmt.Fprintf(&b, "local %s = %s\n", c.name, strconv.Quote(string(rune(v))))
+		case string:
+			fmt.Fprintf(&b, "local %s = %s\n", c.name, strconv.Quote(v))
 		default:
 			fmt.Fprintf(&b, "local %s = %d\n", c.name, v)
 		}
@@ -208,6 +235,55 @@ type eventArgs struct {
 var eventFields = []string{"dkey", "nu"}
 
 func (e *eventArgs) add(args []any) []any { return append(args, e.key, e.n) }
+
+// positionArgs is the ARGV head of an apply call that checks where the
+// partitions of its batch stand (Store.ApplyFrom) or writes stream time
+// marks; its spans (spanArgs) and marks (markArgs) follow it.
+type positionArgs struct {
+	posKey    string // <base>:pos, the partitions' position records
+	gensKey   string // <base>:gens
+	gensCheck bool   // refuse when Redis lost the gens hash (see apply.lua)
+	nSpans    int
+	lastKey   string // <base>:wm:last, the partitions' latest marks
+	nMarks    int
+}
+
+// positionFields are positionArgs' Lua names, in ARGV order.
+var positionFields = []string{"poskey", "gkey", "gcheck", "nspan", "lkey", "nmark"}
+
+func (p *positionArgs) add(args []any) []any {
+	return append(args, p.posKey, p.gensKey, b01(p.gensCheck), p.nSpans, p.lastKey, p.nMarks)
+}
+
+// spanArgs is one partition of a checked apply call: the record the call
+// expects ("" for none) and the record it leaves.
+type spanArgs struct {
+	field  string // "<topic>|<partition>"
+	expect string
+	set    string
+}
+
+// spanFields are spanArgs' Lua names, in ARGV order.
+var spanFields = []string{"f", "exp", "set"}
+
+func (s *spanArgs) add(args []any) []any { return append(args, s.field, s.expect, s.set) }
+
+// markArgs is one stream time mark written by an apply call, after its
+// effects (see Mark).
+type markArgs struct {
+	zkey      string // the partition's marks (markKey)
+	offset    int64
+	value     string // "<offset>:<stream ms>"
+	lastField string // "<topic>|<partition>" in lastKey
+	lastValue string // "<offset>:<stream ms>:<written ms>"
+}
+
+// markFields are markArgs' Lua names, in ARGV order.
+var markFields = []string{"zkey", "off", "v", "lf", "lv"}
+
+func (m *markArgs) add(args []any) []any {
+	return append(args, m.zkey, m.offset, m.value, m.lastField, m.lastValue)
+}
 
 // updateArgs is one update of an apply call. group and period place it
 // while the call is planned; its ARGV (add) carries gp instead, so the

@@ -47,6 +47,22 @@ func TestLuaContract(t *testing.T) {
 	if got := readOrder(t, "apply.lua", "local g = {"); !slices.Equal(got, groupFields) {
 		t.Errorf("apply.lua reads a group as\n%v\ncontract.go groupFields is\n%v", got, groupFields)
 	}
+	for _, c := range []struct {
+		start  string
+		fields []string
+		n      int
+	}{
+		{"local P = {", positionFields, len((&positionArgs{}).add(nil))},
+		{"local sp = {", spanFields, len((&spanArgs{}).add(nil))},
+		{"local mk = {", markFields, len((&markArgs{}).add(nil))},
+	} {
+		if got := readOrder(t, "apply.lua", c.start); !slices.Equal(got, c.fields) {
+			t.Errorf("apply.lua reads %q as\n%v\ncontract.go has\n%v", c.start, got, c.fields)
+		}
+		if c.n != len(c.fields) {
+			t.Errorf("the encoder of %q writes %d values, its field list has %d", c.start, c.n, len(c.fields))
+		}
+	}
 	if got := readOrder(t, "rollover.lua", "local R = {"); !slices.Equal(got, rolloverFields) {
 		t.Errorf("rollover.lua reads its head as\n%v\ncontract.go rolloverFields is\n%v", got, rolloverFields)
 	}

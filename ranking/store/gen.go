@@ -65,6 +65,9 @@ func (s *Store) Generations(ctx context.Context) (map[string]BoardGen, error) {
 		return nil, fmt.Errorf("reading generations: %w", err)
 	}
 	flat, _ := out.([]any)
+	if len(flat) > 0 {
+		flat = flat[1:] // the counter (see GensIntact)
+	}
 	gs := make(map[string]BoardGen, len(flat)/3)
 	for i := 0; i+2 < len(flat); i += 3 {
 		b, _ := flat[i].(string)
@@ -77,6 +80,7 @@ func (s *Store) Generations(ctx context.Context) (map[string]BoardGen, error) {
 	s.genMu.Unlock()
 	return gs, nil
 }
+
 
 func (s *Store) gens(ctx context.Context, args ...any) (any, error) {
 	keys := []string{s.gensKey()}
@@ -144,28 +148,35 @@ func (s *Store) view(g int) *Store {
 // latest mark never moves back).
 func (s *Store) Generation(g int) *Store { return s.view(g) }
 
-// applyGens is Apply on the root store: every update goes to its board's
-// active generation, and also to the generation being built if there is
-// one. Statuses are the active generation's.
-func (s *Store) applyGens(ctx context.Context, evs []Event, marks []Mark) (ranking.Result, error) {
+// parts splits evs into the shares that go to each generation. On a
+// generation's store that is all of them, to it. On the root store every
+// update goes to its board's active generation, and also to the
+// generation being built if there is one; statuses are the active
+// generation's (its parts come first).
+func (s *Store) parts(ctx context.Context, evs []Event) ([]*genPart, error) {
+	all := func(v *Store) []*genPart {
+		p := &genPart{view: v, evs: evs, idx: make([]int, nUpdates(evs))}
+		for i := range p.idx {
+			p.idx[i] = i
+		}
+		return []*genPart{p}
+	}
+	if s.root != nil {
+		return all(s), nil
+	}
 	gs, err := s.Generations(ctx)
 	if err != nil {
-		return ranking.Result{}, err
-	}
-	if len(gs) == 0 {
-		return s.apply(ctx, evs, marks)
+		return nil, err
 	}
 	if g, ok := singleGen(gs, evs); ok { // the usual case: no build under way
-		return s.view(g).apply(ctx, evs, marks)
+		return all(s.view(g)), nil
 	}
-	n := nUpdates(evs)
-	res := ranking.Result{Status: make([]ranking.Status, n), Repeated: make([]bool, n)}
 	active, building := map[int]*genPart{}, map[int]*genPart{}
 	var order, border []int
-	add := func(parts map[int]*genPart, order *[]int, g, e, i int, u ranking.Update) {
+	add := func(parts map[int]*genPart, order *[]int, build bool, g, e, i int, u ranking.Update) {
 		p := parts[g]
 		if p == nil {
-			p = &genPart{}
+			p = &genPart{view: s.view(g), building: build}
 			parts[g] = p
 			*order = append(*order, g)
 		}
@@ -184,36 +195,21 @@ func (s *Store) applyGens(ctx context.Context, evs []Event, marks []Mark) (ranki
 			if !ok {
 				g = BoardGen{Building: -1}
 			}
-			add(active, &order, g.Active, e, i, u)
+			add(active, &order, false, g.Active, e, i, u)
 			if g.Building >= 0 {
-				add(building, &border, g.Building, e, i, u)
+				add(building, &border, true, g.Building, e, i, u)
 			}
 			i++
 		}
 	}
-	if len(order) == 0 {
-		return s.apply(ctx, nil, marks)
-	}
-	for k, g := range order {
-		p := active[g]
-		m := marks
-		if k > 0 {
-			m = nil
-		}
-		r, err := s.view(g).apply(ctx, p.evs, m)
-		if err != nil {
-			return res, err
-		}
-		for k, i := range p.idx {
-			res.Status[i], res.Repeated[i] = r.Status[k], r.Repeated[k]
-		}
+	var parts []*genPart
+	for _, g := range order {
+		parts = append(parts, active[g])
 	}
 	for _, g := range border {
-		if _, err := s.view(g).apply(ctx, building[g].evs, nil); err != nil {
-			return res, fmt.Errorf("generation %d being built: %w", g, err)
-		}
+		parts = append(parts, building[g])
 	}
-	return res, nil
+	return parts, nil
 }
 
 // singleGen returns the active generation of every board of evs when they
@@ -236,12 +232,17 @@ func singleGen(gs map[string]BoardGen, evs []Event) (int, bool) {
 }
 
 // genPart is the share of an Apply that goes to one generation: its events
-// (each with the updates of its boards in that generation) and the
-// positions of those updates in the Apply input.
+// (each with the updates of its boards in that generation), the positions
+// of those updates in the Apply input, and, once planned, the dims tags it
+// registers and its verdicts.
 type genPart struct {
-	evs  []Event
-	idx  []int
-	last int // index in the Apply input of the last event added
+	view     *Store
+	building bool // a generation being built: its verdicts are not the Apply's
+	evs      []Event
+	idx      []int
+	last     int // index in the Apply input of the last event added
+	tags     map[string][]any
+	res      ranking.Result
 }
 
 // LockReplay takes or renews the replay lock for token, for ttl. It

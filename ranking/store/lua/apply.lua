@@ -2,7 +2,8 @@
 -- atomically. Built by apply.go; the semantics are the package doc of ranking/store.
 --
 -- KEYS[1]  any key of the call's slot (routing only)
--- ARGV     prefix, dedupe key prefix, dedupe TTL ms, nBoards, nBoards x
+-- ARGV     prefix, dedupe key prefix, dedupe TTL ms, positionArgs, nSpans x
+--          spanArgs, nMarks x markArgs (contract.go), nBoards, nBoards x
 --          boardArgs (contract.go), nGroups, per group (stream): groupArgs,
 --            nPeriods, nPeriods x (id, startMs, endMs) (consecutive periods);
 --          nEvents, per event: eventArgs (its dedupe key: dedupe key prefix
@@ -10,12 +11,55 @@
 --            update's (stream, period) pair, numbering the periods of the
 --            streams' tables in order from 1; LATE_GP: judged late by the
 --            caller from the stream time of the event's partition)
--- Returns  per event a string of status characters (ST_*), one per update;
+-- Returns  {REFUSED_*, ...} when the call was refused (see below), else
+--          per event a string of status characters (ST_*), one per update;
 --          a duplicate repeats the verdict of the first delivery as
 --          ST_REPEAT_LATE or ST_REPEAT_RANGE.
 --
 -- Numbers are passed to redis.call as integer strings (int, prelude.lua).
 local prefix, dprefix, dttl = nx(), nx(), nx() -- TTL stays a string: no number formatting per event
+
+-- Continuity (Store.ApplyFrom): the call names, per partition of its batch,
+-- the position record it expects and the one it leaves, and the generation
+-- counter it expects. Any difference refuses the whole call before it
+-- changes anything: Redis lost writes (or another writer moved on), and the
+-- caller must find out where Redis stands. Marks are written last, after
+-- the effects they describe.
+local P = {poskey = nx(), gkey = nx(), gcheck = nn(), nspan = nn(), lkey = nx(), nmark = nn()}
+local SP, MK = {}, {}
+for i = 1, P.nspan do
+  local sp = {f = nx(), exp = nx(), set = nx()}
+  SP[i] = sp
+end
+for i = 1, P.nmark do
+  local mk = {zkey = nx(), off = nn(), v = nx(), lf = nx(), lv = nx()}
+  MK[i] = mk
+end
+if P.gcheck == 1 then
+  -- the gens hash's counter only grows; the position hash keeps the last
+  -- one seen (a replay resets it: Store.RaisePositions)
+  local gc = call('HGET', P.gkey, 'next')
+  local pc = call('HGET', P.poskey, POS_GENS)
+  if pc and (not gc or tonumber(gc) < tonumber(pc)) then
+    return {REFUSED_GENS, gc or GENS_NONE, pc}
+  end
+  if gc and gc ~= pc then call('HSET', P.poskey, POS_GENS, gc) end
+end
+if P.nspan > 0 then
+  local stored, moved = {}, false
+  for i, sp in ipairs(SP) do
+    stored[i] = call('HGET', P.poskey, sp.f) or ''
+    if stored[i] ~= sp.exp then moved = true end
+  end
+  if moved then
+    local out = {REFUSED_POSITION}
+    for i = 1, P.nspan do out[i + 1] = stored[i] end
+    return out
+  end
+  local hs = {}
+  for _, sp in ipairs(SP) do hs[#hs + 1] = sp.f; hs[#hs + 1] = sp.set end
+  call('HSET', P.poskey, unpack(hs))
+end
 local B = {}
 for bi = 1, nn() do
   local b = {window = nn(), agg = nn(), mode = nn(), tbits = nn(), unit = nn(), lo = nn(), hi = nn(), keep = nn(),
@@ -423,6 +467,17 @@ for gi, g in ipairs(G) do
     end
     if g.metattl > 0 then call('PEXPIRE', mk, int(g.metattl)) end
   end
+end
+
+-- stream time marks, after the effects they describe (marks.lua's rule:
+-- the latest mark of a partition only moves forward)
+for _, mk in ipairs(MK) do
+  call('ZADD', mk.zkey, int(mk.off), mk.v)
+  call('ZREMRANGEBYRANK', mk.zkey, 0, int(-MARKS_KEPT - 1))
+  local cur = call('HGET', P.lkey, mk.lf)
+  local old = -1
+  if cur then old = tonumber(string.match(cur, '^(-?%d+)')) or -1 end
+  if mk.off > old then call('HSET', P.lkey, mk.lf, mk.lv) end
 end
 
 -- verdicts: originals first (stored with their dedupe key when not all

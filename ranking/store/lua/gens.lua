@@ -10,7 +10,7 @@
 -- died stops the dual writes into its generation when its lock expires.
 --
 -- ARGV[1] = op:
---   read                      -> flat list: board, active, building (-1: none)
+--   read                      -> flat list: next (0: none), then board, active, building (-1: none), ...
 --   lock token ttlMs          -> 1 when the lock is (now) ours, else the holder's "token|expires"
 --   unlock token              -> 1 when released
 --   build token board...      -> {new generation, board, previous b: (or -1), ...}; sets
@@ -58,7 +58,7 @@ if op == 'read' then
       if kind == 'a:' then act[board] = v else bld[board] = v end
     end
   end
-  local out = {}
+  local out = {redis.call('HGET', key, 'next') or '0'}
   for _, board in ipairs(order) do
     local b = bld[board]
     if b == nil or h == nil then b = '-1' end
