@@ -81,7 +81,6 @@ func (s *Store) Generations(ctx context.Context) (map[string]BoardGen, error) {
 	return gs, nil
 }
 
-
 func (s *Store) gens(ctx context.Context, args ...any) (any, error) {
 	keys := []string{s.gensKey()}
 	v, err := gensScript.EvalSha(ctx, s.rdb, keys, args...).Result()
