@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +27,6 @@ type Consumer struct {
 	applying prometheus.GaugeFunc
 
 	started atomic.Bool
-	behind  atomic.Bool // the sink's last committed-offsets check failed
 
 	lastCommit atomic.Int64 // unix ns of the last successful commit (or of Run's start)
 	lagOK      atomic.Int64 // unix ns of the last successful lag computation
@@ -124,7 +124,6 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.workers = workers
 	c.mu.Unlock()
 
-	c.checkCommitted(ctx)
 	g, gctx := errgroup.WithContext(ctx)
 	for _, w := range workers {
 		g.Go(func() error { return w.run(gctx, hard) })
@@ -143,10 +142,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 	return err
 }
 
-// Ready reports whether Run is consuming and every worker has joined a
-// group generation at least once (its reader completed a join, or it
-// fetched a message). It is approximate: a worker that is rejoining during a
-// rebalance still counts as ready, and readiness ends only when Run stops.
+// Ready reports whether Run is consuming, no partition is halted (see
+// Halted), and every worker has joined a group generation at least once.
+// It is approximate: a worker that is rejoining during a rebalance still
+// counts as ready, and readiness ends only when Run stops.
 func (c *Consumer) Ready() bool {
 	c.mu.Lock()
 	ws := c.workers
@@ -154,7 +153,7 @@ func (c *Consumer) Ready() bool {
 	if len(ws) == 0 {
 		return false
 	}
-	if cc, ok := c.sink.(committedChecker); ok && cc.Behind() {
+	if len(c.Halted()) > 0 {
 		return false
 	}
 	if !c.Applying() {
@@ -195,9 +194,6 @@ func (c *Consumer) watchLag(ctx context.Context) {
 			c.lagOK.Store(time.Now().UnixNano())
 		}
 
-		if err == nil {
-			c.compareCommitted(ctx, lags)
-		}
 		select {
 		case <-ctx.Done():
 			return
@@ -216,44 +212,26 @@ func transport(d *kafka.Dialer) *kafka.Transport {
 	return &kafka.Transport{TLS: d.TLS, SASL: d.SASLMechanism, ClientID: d.ClientID}
 }
 
-// checkCommitted runs the sink's committed-offsets check once before the
-// workers start, so that nothing is applied on top of a Redis that lost
-// writes.
-func (c *Consumer) checkCommitted(ctx context.Context) {
-	if _, ok := c.sink.(committedChecker); !ok {
-		return
+// Halted returns the partitions this process's workers do not apply,
+// with the reason (the sink cannot apply them exactly: Redis lost what it
+// knew of them, or Kafka no longer holds the messages a rewind needs), as
+// "<topic>/<partition>: <reason>", sorted. They resume by themselves once
+// `rankd replay` has rebuilt the boards.
+func (c *Consumer) Halted() []string {
+	c.mu.Lock()
+	ws := c.workers
+	c.mu.Unlock()
+	var out []string
+	for _, w := range ws {
+		out = append(out, w.haltedReasons()...)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	tr := transport(c.cfg.Dialer)
-	defer tr.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(c.cfg.Brokers...), Timeout: 10 * time.Second, Transport: tr}
-	lags, err := GroupLag(ctx, client, c.cfg.Group, c.cfg.Topics)
-	if err != nil {
-		if !errors.Is(err, kafka.GroupIdNotFound) && ctx.Err() == nil {
-			c.log.Warn("reading committed offsets at start failed; checking again with the lag", "err", err)
-		}
-		return
-	}
-	c.compareCommitted(ctx, lags)
+	slices.Sort(out)
+	return out
 }
 
-// compareCommitted hands lags to the sink's check and logs its verdict.
-func (c *Consumer) compareCommitted(ctx context.Context, lags []PartitionLag) {
-	cc, ok := c.sink.(committedChecker)
-	if !ok {
-		return
-	}
-	err := cc.CheckCommitted(ctx, lags)
-	if ctx.Err() != nil {
-		return
-	}
-	switch was := c.behind.Swap(cc.Behind()); {
-	case err != nil && !was:
-		c.log.Error("not applying: "+err.Error(), "err", err)
-	case err == nil && was:
-		c.log.Info("redis holds every committed offset again: applying")
-	}
+// haltChanged updates rankd_sink_partitions_behind.
+func (c *Consumer) haltChanged() {
+	c.m.behind.Set(float64(len(c.Halted())))
 }
 
 // Applying reports whether the consumer makes progress: it is false while

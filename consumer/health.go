@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -27,8 +28,12 @@ func (c *Consumer) HealthHandler() http.Handler {
 func (c *Consumer) ReadyHandler(deps ...Pinger) http.Handler {
 	return GetOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if cc, ok := c.sink.(committedChecker); ok && cc.Behind() {
-			http.Error(w, "not ready: redis is behind kafka (it lost applied writes): rebuild the boards with rankd replay", http.StatusServiceUnavailable)
+		if h := c.Halted(); len(h) > 0 {
+			more := ""
+			if len(h) > 1 {
+				more = fmt.Sprintf(" (and %d more partitions)", len(h)-1)
+			}
+			http.Error(w, "not ready: not applying "+h[0]+more, http.StatusServiceUnavailable)
 			return
 		}
 		if !c.Applying() {

@@ -30,7 +30,10 @@ type metrics struct {
 	outOfRange  *prometheus.CounterVec   // board
 	eventLag    *prometheus.HistogramVec // topic
 	redisErrors prometheus.Counter
-	behind      prometheus.Gauge // partitions whose committed offset Redis has no record of
+	behind      prometheus.Gauge // partitions halted: Redis lost what it knew of them
+	rewinds     prometheus.Counter
+	rewound     prometheus.Counter   // offsets re-applied after Redis lost them
+	rewindDur   prometheus.Histogram // from finding a loss to re-applying it
 }
 
 // newMetrics registers the package's collectors on reg (a private registry
@@ -92,7 +95,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"Failed Store.Apply calls (transient: the batch is retried)."),
 		behind: register(reg, &errs, prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "rankd", Subsystem: "sink", Name: "partitions_behind",
-			Help: "Partitions whose committed offset Redis has no record of applying (Redis lost writes): nothing is applied while it is above 0; rebuild with rankd replay."})),
+			Help: "Partitions this process does not apply because it cannot apply them exactly (Redis lost everything it knew of them, or Kafka no longer holds the messages to re-apply); they resume after rankd replay."})),
+		rewinds: counter("sink", "rewinds_total",
+			"Times Redis was found to have lost applied writes of a partition that it still knew the position of; the partition is re-applied from Kafka from there."),
+		rewound: counter("sink", "rewound_offsets_total",
+			"Offsets re-applied from Kafka because Redis lost their writes."),
+		rewindDur: register(reg, &errs, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "rankd", Subsystem: "sink", Name: "rewind_duration_seconds",
+			Help:    "Time from finding that Redis lost applied writes of a partition to having re-applied them.",
+			Buckets: seconds})),
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -17,6 +17,7 @@ type options struct {
 	now    func() time.Time
 	topics map[string]string
 	boards map[string]bool
+	replay bool
 }
 
 func newOptions(opts []Option) options {
@@ -74,3 +75,8 @@ func WithBoards(boards []string) Option {
 		}
 	}
 }
+
+// WithReplay makes NewRankingSink a replay's sink: it applies with
+// store.Store.Apply and writes stream time marks, and keeps no position
+// records (those are live consumption's). Other constructors ignore it.
+func WithReplay() Option { return func(o *options) { o.replay = true } }

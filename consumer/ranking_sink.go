@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -43,11 +43,13 @@ type RankingSink struct {
 	m       *metrics
 	now     func() time.Time
 
-	only   map[string]bool       // nil: every board
-	behind atomic.Pointer[error] // set while Redis is behind Kafka (CheckCommitted)
+	only   map[string]bool // nil: every board
+	replay bool            // Apply with marks only (a replay's sink), not ApplyFrom
+	log    *slog.Logger
 
-	mu     sync.Mutex
-	stream map[partitionKey]streamPos // stream time after the last applied batch
+	mu        sync.Mutex
+	stream    map[partitionKey]streamPos // position after the last applied batch (or where Assigned started it)
+	rewinding map[partitionKey]rewind    // partitions re-applying what Redis lost
 }
 
 type partitionKey struct {
@@ -56,10 +58,13 @@ type partitionKey struct {
 }
 
 // streamPos is a partition's stream time at an offset: the greatest event
-// time of the valid messages below next.
+// time of the valid messages below next (-1: the offset of the next
+// message, whatever it is); record is the position record Redis holds
+// there (see store.Position).
 type streamPos struct {
-	next int64
-	time time.Time
+	next   int64
+	time   time.Time
+	record string
 }
 
 // NewRankingSink returns a RankingSink. schemas are keyed by topic name
@@ -78,13 +83,17 @@ func NewRankingSink(schemas map[string]*ingest.Schema, router *ingest.Router, st
 		m.touchBoards(bs.Boards())
 	}
 	return &RankingSink{schemas: schemas, topics: o.topics, router: router, store: st, m: m, now: o.now,
-		only: o.boards, stream: map[partitionKey]streamPos{}}, nil
+		only: o.boards, replay: o.replay, log: o.log, stream: map[partitionKey]streamPos{},
+		rewinding: map[partitionKey]rewind{}}, nil
 }
 
-// Store is what RankingSink needs of a *store.Store (see its Apply and
-// StreamTimes for the contracts).
+// Store is what RankingSink needs of a *store.Store (see its Apply,
+// ApplyFrom, Positions, GensIntact and StreamTimes for the contracts).
 type Store interface {
 	Apply(ctx context.Context, evs []store.Event, marks ...store.Mark) (ranking.Result, error)
+	ApplyFrom(ctx context.Context, evs []store.Event, spans []store.Span) (ranking.Result, error)
+	Positions(ctx context.Context, at []store.Span) ([]store.Position, error)
+	GensIntact(ctx context.Context) (bool, error)
 	StreamTimes(ctx context.Context, at []store.Mark) ([]time.Time, error)
 }
 
@@ -104,6 +113,7 @@ type batchPlan struct {
 	ups   []ranking.Update
 	evs   []store.Event // one per routed message, over ups
 	marks []store.Mark  // stream time of every partition after the batch
+	spans []store.Span  // every partition's share of the batch (ApplyFrom)
 }
 
 // plan decodes and routes msgs into events (one per routed message). It
@@ -137,6 +147,9 @@ func (s *RankingSink) plan(msgs []kafka.Message, start map[partitionKey]streamPo
 		if k := (partitionKey{m.Topic, m.Partition}); k != cur {
 			flush()
 			cur, curPos = k, pos[k]
+		}
+		if curPos.next < 0 {
+			curPos.next = m.Offset
 		}
 		streamTime := curPos.time
 		curPos.next = m.Offset + 1
@@ -197,44 +210,94 @@ func (s *RankingSink) plan(msgs []kafka.Message, start map[partitionKey]streamPo
 		}
 	}
 	p.marks = make([]store.Mark, 0, len(pos))
+	p.spans = make([]store.Span, 0, len(pos))
 	for k, v := range pos {
-		if _, ok := start[k]; ok {
+		if st, ok := start[k]; ok {
 			p.marks = append(p.marks, store.Mark{Topic: k.topic, Partition: k.partition, Offset: v.next, Time: v.time})
+			from := st.next
+			if from < 0 { // the first message of the partition in the batch
+				from = firstOffset(msgs, k)
+			}
+			p.spans = append(p.spans, store.Span{Topic: k.topic, Partition: k.partition, From: from, To: v.next,
+				FromTime: st.time, ToTime: v.time, Expect: st.record})
 		}
 	}
 	return p
 }
 
-// streamStart returns the stream time of every partition of msgs at its
+// firstOffset returns the offset of the first message of k in msgs.
+func firstOffset(msgs []kafka.Message, k partitionKey) int64 {
+	for i := range msgs {
+		if msgs[i].Topic == k.topic && msgs[i].Partition == k.partition {
+			return msgs[i].Offset
+		}
+	}
+	return 0
+}
+
+// streamStart returns the position of every partition of msgs at its
 // first message: from memory when this sink applied the batch just before
-// it, else from the marks in Redis (a partition taken over, a restart, a
-// retried batch after a failure).
+// it (or Assigned placed the partition there), else from Redis (a
+// partition taken over without Assigned, a retried batch after a failure):
+// its position record when it resumes at that message, else the stream
+// time mark at or below it.
 func (s *RankingSink) streamStart(ctx context.Context, msgs []kafka.Message) (map[partitionKey]streamPos, error) {
 	start := map[partitionKey]streamPos{}
-	var missing []store.Mark
+	var missing []store.Span
 	s.mu.Lock()
 	for i := range msgs {
 		k := partitionKey{msgs[i].Topic, msgs[i].Partition}
 		if _, ok := start[k]; ok {
 			continue
 		}
-		if p, ok := s.stream[k]; ok && p.next == msgs[i].Offset {
+		// A belief at or below the first message: offsets are not dense
+		// (transaction markers, compaction), and the check of ApplyFrom
+		// catches a stale one.
+		if p, ok := s.stream[k]; ok && p.next <= msgs[i].Offset {
 			start[k] = p
 			continue
 		}
 		start[k] = streamPos{next: msgs[i].Offset}
-		missing = append(missing, store.Mark{Topic: k.topic, Partition: k.partition, Offset: msgs[i].Offset})
+		missing = append(missing, store.Span{Topic: k.topic, Partition: k.partition, From: msgs[i].Offset})
 	}
 	s.mu.Unlock()
 	if len(missing) == 0 {
 		return start, nil
 	}
-	times, err := s.store.StreamTimes(ctx, missing)
+	var ps []store.Position
+	if !s.replay {
+		var err error
+		if ps, err = s.store.Positions(ctx, missing); err != nil {
+			return nil, err
+		}
+	}
+	var at []store.Mark
+	for i, m := range missing {
+		k := partitionKey{m.Topic, m.Partition}
+		if ps != nil {
+			st := start[k]
+			st.record = ps[i].Record
+			if off, tm := ps[i].Resume(); ps[i].Exists() && off == m.From {
+				st.time = tm
+				start[k] = st
+				continue
+			}
+			start[k] = st
+		}
+		at = append(at, store.Mark{Topic: m.Topic, Partition: m.Partition, Offset: m.From})
+	}
+	if len(at) == 0 {
+		return start, nil
+	}
+	times, err := s.store.StreamTimes(ctx, at)
 	if err != nil {
 		return nil, err
 	}
-	for i, m := range missing {
-		start[partitionKey{m.Topic, m.Partition}] = streamPos{next: m.Offset, time: times[i]}
+	for i, m := range at {
+		k := partitionKey{m.Topic, m.Partition}
+		st := start[k]
+		st.time = times[i]
+		start[k] = st
 	}
 	return start, nil
 }
@@ -265,27 +328,30 @@ func reasonOf(err error) string {
 	return ingest.ReasonValidation
 }
 
-// Apply implements Sink.
+// Apply implements Sink. A live sink (not WithReplay) applies with
+// store.Store.ApplyFrom: when Redis holds other positions than the batch
+// starts from, it returns a *RepositionError (see reposition).
 func (s *RankingSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLetter, error) {
-	if err := s.behind.Load(); err != nil {
-		return nil, *err
-	}
 	start, err := s.streamStart(ctx, msgs)
 	if err != nil {
 		s.m.redisErrors.Inc()
 		return nil, fmt.Errorf("reading stream times: %w", err)
 	}
 	p := s.plan(msgs, start)
-	res, err := s.store.Apply(ctx, p.evs, p.marks...)
+	var res ranking.Result
+	if s.replay {
+		res, err = s.store.Apply(ctx, p.evs, p.marks...)
+	} else {
+		res, err = s.store.ApplyFrom(ctx, p.evs, p.spans)
+		if pe, ok := store.IsPositionError(err); ok {
+			return nil, s.reposition(pe, p.spans)
+		}
+	}
 	if err != nil {
 		s.m.redisErrors.Inc()
 		return nil, fmt.Errorf("applying %d updates of %d messages: %w", len(p.ups), len(msgs), err)
 	}
-	s.mu.Lock()
-	for _, m := range p.marks {
-		s.stream[partitionKey{m.Topic, m.Partition}] = streamPos{next: m.Offset, time: m.Time}
-	}
-	s.mu.Unlock()
+	s.applied(p)
 	status, repeated := res.Status, res.Repeated
 	now := s.now()
 	applied := map[string]int{}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -239,6 +240,9 @@ func (r *Rebuild) Run(ctx context.Context, st *store.Store) (RebuildResult, erro
 	}
 	res.Generation = gen
 	log.Info("switched to the new generation", "generation", gen)
+	if err := r.raisePositions(ctx, st, ranges, sink); err != nil {
+		return res, fmt.Errorf("switched to generation %d, but %w", gen, err)
+	}
 
 	// Drop the old generations: this switch's, the builds of rebuilds that
 	// died, and what earlier ones did not get to delete (killed after
@@ -284,8 +288,38 @@ func (r *Rebuild) Run(ctx context.Context, st *store.Store) (RebuildResult, erro
 	return res, nil
 }
 
+// raisePositions makes the replay's end offsets the position of every
+// partition whose position Redis lost or holds below them, so that live
+// consumption halted there (Redis lost what it knew) resumes from the end
+// of the replay; it does so only when every board was rebuilt (a board
+// left out would miss the offsets between). See store.RaisePositions.
+func (r *Rebuild) raisePositions(ctx context.Context, st *store.Store, ranges []PartitionRange, sink *RankingSink) error {
+	for _, b := range st.Boards() {
+		if !slices.Contains(r.Boards, b.Name) {
+			r.Logger.Warn("not every board was rebuilt: partitions that live consumption halted stay halted until a replay of every board", "left_out", b.Name)
+			return nil
+		}
+	}
+	marks := make([]store.Mark, 0, len(ranges))
+	for _, pr := range ranges {
+		m := store.Mark{Topic: pr.Topic, Partition: pr.Partition, Offset: pr.End}
+		if p, ok := sink.position(pr.Topic, pr.Partition); ok && p.next == pr.End {
+			m.Time = p.time
+		} else if pr.End > pr.First {
+			continue // not replayed to its end: leave it
+		}
+		marks = append(marks, m)
+	}
+	n, err := st.RaisePositions(ctx, marks)
+	if err != nil {
+		return err
+	}
+	r.Logger.Info("live consumption resumes from the replay's end where redis had lost its position", "partitions", n)
+	return nil
+}
+
 func (r *Rebuild) sinkOptions() []Option {
-	return append([]Option{WithRegisterer(r.Registry), WithLogger(r.Logger), WithBoards(r.Boards)}, r.SinkOptions...)
+	return append([]Option{WithRegisterer(r.Registry), WithLogger(r.Logger), WithBoards(r.Boards), WithReplay()}, r.SinkOptions...)
 }
 
 // renewLock renews the replay lock every sixth of its TTL until ctx is

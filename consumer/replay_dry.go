@@ -69,3 +69,17 @@ func (d *DryRunStore) Apply(_ context.Context, evs []store.Event, _ ...store.Mar
 func (d *DryRunStore) StreamTimes(_ context.Context, at []store.Mark) ([]time.Time, error) {
 	return make([]time.Time, len(at)), nil
 }
+
+// ApplyFrom implements Store: Apply (a dry run's sink is a replay's, which
+// never calls it).
+func (d *DryRunStore) ApplyFrom(ctx context.Context, evs []store.Event, _ []store.Span) (ranking.Result, error) {
+	return d.Apply(ctx, evs)
+}
+
+// Positions implements Store: a dry run knows no positions.
+func (d *DryRunStore) Positions(_ context.Context, at []store.Span) ([]store.Position, error) {
+	return make([]store.Position, len(at)), nil
+}
+
+// GensIntact implements Store.
+func (d *DryRunStore) GensIntact(context.Context) (bool, error) { return true, nil }

@@ -2,6 +2,8 @@ package consumer
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/segmentio/kafka-go"
 )
@@ -43,4 +45,62 @@ type SinkFunc func(ctx context.Context, msgs []kafka.Message) ([]DeadLetter, err
 // Apply calls f.
 func (f SinkFunc) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLetter, error) {
 	return f(ctx, msgs)
+}
+
+// Positioner is implemented by sinks that keep each partition's position
+// in their own store, beside the effects (RankingSink): where a partition
+// is read from is theirs to say, not the group's committed offset.
+//
+// Assigned is called when the group assigns partitions to a worker (at
+// start, after every rebalance), and again every few seconds for the
+// partitions it halted; it returns one Resume per assignment, in order. A
+// non-nil error is transient: the worker retries. Apply of a Positioner
+// may return a *RepositionError.
+type Positioner interface {
+	Assigned(ctx context.Context, as []Assignment) ([]Resume, error)
+}
+
+// Assignment is a partition assigned to a worker with the group's
+// committed offset (-1 or kafka.FirstOffset/LastOffset when the group has
+// none: the group's start offset).
+type Assignment struct {
+	Topic     string
+	Partition int
+	Committed int64
+}
+
+// Resume says where to read a partition from: Offset, or nowhere (Halt
+// names the reason) when the sink cannot apply it exactly.
+type Resume struct {
+	Offset int64
+	Halt   string
+}
+
+// RepositionError is returned by a Positioner's Apply when its store holds
+// other positions than the batch started from: nothing of the batch was
+// applied for the partitions in Moves, which must be read again from the
+// offsets given (or halted); the batch's other messages were not applied
+// by this call either, and are retried as they are.
+type RepositionError struct {
+	Moves []Move
+}
+
+// Move is one partition of a RepositionError.
+type Move struct {
+	Topic     string
+	Partition int
+	Offset    int64
+	Halt      string // non-empty: stop reading the partition, for this reason
+}
+
+func (e *RepositionError) Error() string {
+	parts := make([]string, 0, len(e.Moves))
+	for _, m := range e.Moves {
+		if m.Halt != "" {
+			parts = append(parts, fmt.Sprintf("%s/%d halted: %s", m.Topic, m.Partition, m.Halt))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s/%d from offset %d", m.Topic, m.Partition, m.Offset))
+		}
+	}
+	return "repositioning partitions: " + strings.Join(parts, "; ")
 }

@@ -2,9 +2,12 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,141 +16,377 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// worker is one group member: a kafka-go Reader and the loop
-// fetch -> batch -> Sink.Apply -> dead letters -> commit.
+// worker is one group member: a kafka-go ConsumerGroup, whose generations
+// hand it partitions with their committed offsets, and per generation the
+// loop fetch -> batch -> Sink.Apply -> dead letters -> commit. It reads
+// each partition from where the sink says it stands (Positioner), which
+// after Redis lost writes is behind the committed offset.
 type worker struct {
 	id       int
 	cfg      Config
 	sink     Sink
 	m        *metrics
 	log      *slog.Logger
-	r        *kafka.Reader
 	dlq      *deadLetterWriter
 	joined   atomic.Bool
-	statsMu  sync.Mutex
-	gens     int64                         // see generations
+	gens     atomic.Int64                  // generations joined
 	progress *atomic.Int64                 // the consumer's time of the last successful commit (unix ns)
 	topics   map[string]prometheus.Counter // rankd_consumer_messages_total by topic
+	onHalt   func()                        // called when the halted set changes
+
+	haltMu sync.Mutex
+	halted map[partitionKey]string // partitions not read, with the reason
 }
+
+// haltRecheck is how often a worker asks the sink again about the
+// partitions it halted (they resume once `rankd replay` rebuilt them).
+const haltRecheck = 2 * time.Second
 
 func newWorker(c *Consumer, id int, dlq *deadLetterWriter) *worker {
-	cfg := c.cfg
-	log := c.log.With("worker", id)
-	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers:           cfg.Brokers,
-		GroupID:           cfg.Group,
-		GroupTopics:       cfg.Topics,
-		Dialer:            cfg.Dialer,
-		QueueCapacity:     cfg.QueueCapacity,
-		MinBytes:          cfg.MinBytes,
-		MaxBytes:          cfg.MaxBytes,
-		MaxWait:           cfg.MaxWait,
-		ReadLagInterval:   -1,
-		HeartbeatInterval: cfg.HeartbeatInterval,
-		SessionTimeout:    cfg.SessionTimeout,
-		RebalanceTimeout:  cfg.RebalanceTimeout,
-		JoinGroupBackoff:  cfg.JoinGroupBackoff,
-		CommitInterval:    0, // synchronous commits
-		StartOffset:       cfg.StartOffset,
-		// kafka-go logs and retries its own group and fetch errors; what
-		// reaches the worker is logged by the worker loop.
-		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
-			log.Debug("kafka-go: " + fmt.Sprintf(msg, args...))
-		}),
-	})
-	return &worker{id: id, cfg: cfg, sink: c.sink, m: c.m, log: log, r: r, dlq: dlq,
-		topics: map[string]prometheus.Counter{}, progress: &c.lastCommit}
+	return &worker{id: id, cfg: c.cfg, sink: c.sink, m: c.m, log: c.log.With("worker", id), dlq: dlq,
+		topics: map[string]prometheus.Counter{}, progress: &c.lastCommit, halted: map[partitionKey]string{},
+		onHalt: c.haltChanged}
 }
 
-// ready reports whether the reader has joined a group generation once.
-func (w *worker) ready() bool {
-	if w.joined.Load() {
-		return true
+// ready reports whether the worker has joined a group generation once.
+func (w *worker) ready() bool { return w.joined.Load() }
+
+// haltedReasons returns the halted partitions' reasons.
+func (w *worker) haltedReasons() []string {
+	w.haltMu.Lock()
+	defer w.haltMu.Unlock()
+	out := make([]string, 0, len(w.halted))
+	for k, r := range w.halted {
+		out = append(out, fmt.Sprintf("%s/%d: %s", k.topic, k.partition, r))
 	}
-	if w.generations() > 0 {
-		w.joined.Store(true)
-	}
-	return w.joined.Load()
+	return out
 }
 
-// generations returns how many group generations (and partition
-// reconnects) the reader has gone through. Stats resets the reader's
-// counters, so they are summed here; nothing else reads them.
-func (w *worker) generations() int64 {
-	w.statsMu.Lock()
-	defer w.statsMu.Unlock()
-	w.gens += w.r.Stats().Rebalances
-	return w.gens
+func (w *worker) setHalted(k partitionKey, reason string) {
+	w.haltMu.Lock()
+	old, had := w.halted[k]
+	if reason == "" {
+		delete(w.halted, k)
+	} else {
+		w.halted[k] = reason
+	}
+	w.haltMu.Unlock()
+	if had != (reason != "") || old != reason {
+		w.onHalt()
+	}
+}
+
+func (w *worker) clearHalted() {
+	w.haltMu.Lock()
+	n := len(w.halted)
+	clear(w.halted)
+	w.haltMu.Unlock()
+	if n > 0 {
+		w.onHalt()
+	}
 }
 
 // run is the worker loop. It returns when ctx is done, after the batch in
 // hand is applied and committed under hard (see Consumer.Run); it returns
-// an error only when that batch could not be finished before hard ended.
+// an error only when that batch could not be finished before hard ended,
+// or when the brokers refuse the group's settings.
 func (w *worker) run(ctx, hard context.Context) error {
-	defer w.r.Close() // leaves the group; never fails
+	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID:                w.cfg.Group,
+		Brokers:           w.cfg.Brokers,
+		Dialer:            w.cfg.Dialer,
+		Topics:            w.cfg.Topics,
+		HeartbeatInterval: w.cfg.HeartbeatInterval,
+		SessionTimeout:    w.cfg.SessionTimeout,
+		RebalanceTimeout:  w.cfg.RebalanceTimeout,
+		JoinGroupBackoff:  w.cfg.JoinGroupBackoff,
+		StartOffset:       w.cfg.StartOffset,
+		// kafka-go logs and retries its own group errors; what reaches the
+		// worker is logged by the worker loop.
+		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
+			w.log.Debug("kafka-go: " + fmt.Sprintf(msg, args...))
+		}),
+	})
+	if err != nil {
+		return fmt.Errorf("worker %d: %w", w.id, err)
+	}
+	defer cg.Close() // leaves the group
+	defer w.clearHalted()
+	for joins := 0; ; {
+		gen, err := cg.Next(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			if errors.Is(err, kafka.InvalidSessionTimeout) {
+				return fmt.Errorf("the brokers refuse kafka.session_timeout %v (outside their group.min.session.timeout.ms .. group.max.session.timeout.ms; Kafka's default minimum is 6s): %w",
+					w.cfg.SessionTimeout, err)
+			}
+			joins++
+			w.m.retries.WithLabelValues("fetch").Inc()
+			w.log.Warn("joining the consumer group failed; retrying", "attempt", joins, "err", err)
+			continue // the group backs off by itself
+		}
+		joins = 0
+		w.joined.Store(true)
+		w.gens.Add(1)
+		errc := make(chan error, 1)
+		gen.Start(func(gctx context.Context) { errc <- w.generation(ctx, gctx, hard, gen) })
+		if err := <-errc; err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// generation consumes the partitions of one group generation until it
+// ends (a rebalance: gctx) or ctx is done.
+func (w *worker) generation(ctx, gctx, hard context.Context, gen *kafka.Generation) error {
+	lctx, cancel := context.WithCancelCause(gctx)
+	defer cancel(nil)
+	defer context.AfterFunc(ctx, func() { cancel(errStopping) })()
+	var as []Assignment
+	for topic, ps := range gen.Assignments {
+		for _, p := range ps {
+			as = append(as, Assignment{Topic: topic, Partition: p.ID, Committed: p.Offset})
+		}
+	}
+	slices.SortFunc(as, func(a, b Assignment) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return a.Partition - b.Partition
+	})
+	w.clearHalted()
+	f := newFeed(lctx, w.cfg, w.log)
+	defer f.close()
+	w.log.Debug("generation", "id", gen.ID, "partitions", len(as))
+	w.startParts(lctx, f, gen, as)
+	recheck := time.NewTicker(haltRecheck)
+	defer recheck.Stop()
 	b := &batch{maxCount: w.cfg.BatchCount, maxBytes: w.cfg.BatchBytes}
-	fetchFailures := 0
 	for {
-		err := w.fill(ctx, b)
+		woke := w.fill(lctx, f, b, recheck.C)
 		if len(b.msgs) > 0 {
-			if err := w.process(ctx, hard, b); err != nil {
+			if err := w.process(lctx, hard, gen, f, b); err != nil {
 				return err
 			}
 			b.reset()
 		}
-		if ctx.Err() != nil {
+		if lctx.Err() != nil {
 			return nil
 		}
-		if err == nil {
-			fetchFailures = 0
-			continue
-		}
-		fetchFailures++
-		w.m.retries.WithLabelValues("fetch").Inc()
-		w.log.Warn("fetching messages failed; retrying", "attempt", fetchFailures, "err", err)
-		if !sleep(ctx, backoff(fetchFailures, w.cfg.RetryMin, w.cfg.RetryMax)) {
-			return nil
+		if woke {
+			w.recheck(lctx, f, gen, as)
 		}
 	}
 }
 
-// fill fetches one batch: it blocks for the first message, then adds
-// messages until the batch is full or Linger has passed since the first
-// one. It returns ctx's end as a nil error with whatever it has.
-func (w *worker) fill(ctx context.Context, b *batch) error {
-	m, err := w.r.FetchMessage(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
+// startParts starts reading as, from where the sink says (a Positioner)
+// or from the committed offsets; it retries the sink's transient errors
+// until lctx is done.
+func (w *worker) startParts(lctx context.Context, f *feed, gen *kafka.Generation, as []Assignment) {
+	if len(as) == 0 {
+		return
+	}
+	pos, ok := w.sink.(Positioner)
+	if !ok {
+		for _, a := range as {
+			f.start(partitionKey{a.Topic, a.Partition}, a.Committed)
 		}
-		return fmt.Errorf("fetching: %w", err)
+		return
 	}
-	// The reader hands out messages of its current generation only (it
-	// drops older ones): the batch belongs to this one.
-	b.gen = w.generations()
-	w.add(b, m)
-	if b.full() {
-		return nil
+	var rs []Resume
+	for attempt := 1; ; attempt++ {
+		var err error
+		if rs, err = pos.Assigned(lctx, as); err == nil {
+			break
+		}
+		if lctx.Err() != nil {
+			return
+		}
+		w.m.retries.WithLabelValues("apply").Inc()
+		w.log.Warn("reading the partitions' positions failed; retrying", "attempt", attempt, "err", err)
+		if !sleep(lctx, backoff(attempt, w.cfg.RetryMin, w.cfg.RetryMax)) {
+			return
+		}
 	}
-	// A cancelled FetchMessage leaves the reader's queue untouched: no
-	// message is lost when the linger deadline wins.
-	lctx, cancel := context.WithTimeout(ctx, w.cfg.Linger)
-	defer cancel()
-	for !b.full() {
-		m, err := w.r.FetchMessage(lctx)
-		if err != nil {
-			if lctx.Err() != nil {
-				return nil
+	var seek []Move
+	for i, a := range as {
+		k := partitionKey{a.Topic, a.Partition}
+		if rs[i].Halt != "" {
+			w.halt(f, k, rs[i].Halt)
+			continue
+		}
+		seek = append(seek, Move{Topic: a.Topic, Partition: a.Partition, Offset: rs[i].Offset})
+	}
+	w.seek(lctx, f, seek)
+	w.commitAhead(lctx, gen, as, rs)
+}
+
+// commitAhead commits the offsets where partitions resume ahead of the
+// group's committed offset (batches applied but not committed, or the end
+// of a replay): everything below is applied, and the lag should say so.
+func (w *worker) commitAhead(lctx context.Context, gen *kafka.Generation, as []Assignment, rs []Resume) {
+	offs := map[string]map[int]int64{}
+	for i, a := range as {
+		if rs[i].Halt == "" && rs[i].Offset > max(a.Committed, 0) {
+			if offs[a.Topic] == nil {
+				offs[a.Topic] = map[int]int64{}
 			}
-			return fmt.Errorf("fetching: %w", err)
+			offs[a.Topic][a.Partition] = rs[i].Offset
 		}
-		w.add(b, m)
 	}
-	return nil
+	if len(offs) == 0 {
+		return
+	}
+	if err := commitWithin(lctx, w.cfg.CommitTimeout, func() error { return gen.CommitOffsets(offs) }); err != nil {
+		w.log.Debug("committing the resume offsets failed (the next batch commits)", "err", err)
+		return
+	}
+	w.progress.Store(time.Now().UnixNano())
+}
+
+// recheck asks the sink again about the halted partitions of as.
+func (w *worker) recheck(lctx context.Context, f *feed, gen *kafka.Generation, as []Assignment) {
+	w.haltMu.Lock()
+	var again []Assignment
+	for _, a := range as {
+		if _, ok := w.halted[partitionKey{a.Topic, a.Partition}]; ok {
+			again = append(again, a)
+		}
+	}
+	w.haltMu.Unlock()
+	if len(again) == 0 {
+		return
+	}
+	rs, err := w.sink.(Positioner).Assigned(lctx, again)
+	if err != nil {
+		return // transient; the next tick asks again
+	}
+	var seek []Move
+	for i, a := range again {
+		if rs[i].Halt != "" {
+			w.setHalted(partitionKey{a.Topic, a.Partition}, rs[i].Halt)
+			continue
+		}
+		seek = append(seek, Move{Topic: a.Topic, Partition: a.Partition, Offset: rs[i].Offset})
+	}
+	for _, m := range seek {
+		w.log.Info("redis holds a position for the partition again: applying", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset)
+	}
+	w.seek(lctx, f, seek)
+	w.commitAhead(lctx, gen, again, rs)
+}
+
+// halt stops reading k, for reason.
+func (w *worker) halt(f *feed, k partitionKey, reason string) {
+	f.stop(k)
+	w.setHalted(k, reason)
+	w.log.Error("not applying the partition: "+reason, "topic", k.topic, "partition", k.partition)
+}
+
+// seek starts reading each move's partition at its offset, unless Kafka no
+// longer holds that offset (retention deleted it: the messages from there
+// to the log start can never be applied), which halts the partition.
+func (w *worker) seek(lctx context.Context, f *feed, moves []Move) {
+	var explicit []Move
+	for _, m := range moves {
+		if m.Offset >= 0 {
+			explicit = append(explicit, m)
+		}
+	}
+	first := map[partitionKey]int64{}
+	if len(explicit) > 0 {
+		tr := transport(w.cfg.Dialer)
+		defer tr.CloseIdleConnections()
+		client := &kafka.Client{Addr: kafka.TCP(w.cfg.Brokers...), Timeout: 10 * time.Second, Transport: tr}
+		var err error
+		for attempt := 1; ; attempt++ {
+			if first, err = firstOffsets(lctx, client, explicit); err == nil || lctx.Err() != nil {
+				break
+			}
+			w.m.retries.WithLabelValues("fetch").Inc()
+			w.log.Warn("listing the partitions' first offsets failed; retrying", "attempt", attempt, "err", err)
+			if !sleep(lctx, backoff(attempt, w.cfg.RetryMin, w.cfg.RetryMax)) {
+				return
+			}
+		}
+	}
+	for _, m := range moves {
+		k := partitionKey{m.Topic, m.Partition}
+		if lo, ok := first[k]; ok && m.Offset < lo {
+			w.halt(f, k, fmt.Sprintf("its messages from offset %d are not applied, and Kafka holds them only from offset %d on (retention deleted the rest): rebuild the boards with rankd replay", m.Offset, lo))
+			continue
+		}
+		w.setHalted(k, "")
+		f.start(k, m.Offset)
+	}
+}
+
+// firstOffsets returns the first offset Kafka holds of each move's
+// partition.
+func firstOffsets(ctx context.Context, client *kafka.Client, moves []Move) (map[partitionKey]int64, error) {
+	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	for _, m := range moves {
+		req.Topics[m.Topic] = append(req.Topics[m.Topic], kafka.FirstOffsetOf(m.Partition))
+	}
+	res, err := client.ListOffsets(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	out := map[partitionKey]int64{}
+	for topic, ps := range res.Topics {
+		for _, p := range ps {
+			if p.Error != nil {
+				return nil, fmt.Errorf("%s/%d: %w", topic, p.Partition, p.Error)
+			}
+			out[partitionKey{topic, p.Partition}] = p.FirstOffset
+		}
+	}
+	return out, nil
+}
+
+// fill fetches one batch: it blocks for the first message (or until wake
+// fires: it returns true then), then adds messages until the batch is full
+// or Linger has passed since the first one. Messages of readers that were
+// restarted or stopped since are dropped.
+func (w *worker) fill(ctx context.Context, f *feed, b *batch, wake <-chan time.Time) bool {
+	for len(b.msgs) == 0 {
+		select {
+		case m := <-f.ch:
+			if f.current(m) {
+				w.add(b, m.m)
+			}
+		case <-wake:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if b.full() {
+		return false
+	}
+	linger := time.NewTimer(w.cfg.Linger)
+	defer linger.Stop()
+	for !b.full() {
+		select {
+		case m := <-f.ch:
+			if f.current(m) {
+				w.add(b, m.m)
+			}
+		case <-linger.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return false
 }
 
 func (w *worker) add(b *batch, m kafka.Message) {
-	w.joined.Store(true)
 	c := w.topics[m.Topic]
 	if c == nil {
 		c = w.m.messages.WithLabelValues(m.Topic)
@@ -160,8 +399,10 @@ func (w *worker) add(b *batch, m kafka.Message) {
 // process applies a batch, writes its dead letters and commits it. Apply
 // and dead-letter failures are retried with backoff, on the same batch and
 // without fetching more, until they succeed or hard ends (shutdown
-// timeout); commit failures are retried CommitAttempts times.
-func (w *worker) process(ctx, hard context.Context, b *batch) error {
+// timeout); commit failures are retried CommitAttempts times. A
+// RepositionError moves or halts its partitions, whose messages leave the
+// batch; the rest is applied at once.
+func (w *worker) process(lctx, hard context.Context, gen *kafka.Generation, f *feed, b *batch) error {
 	w.m.batchSize.Observe(float64(len(b.msgs)))
 	var dead []DeadLetter
 	applied := false
@@ -173,6 +414,15 @@ func (w *worker) process(ctx, hard context.Context, b *batch) error {
 			dead, err = w.sink.Apply(hard, b.msgs)
 			w.m.applyDur.Observe(time.Since(start).Seconds())
 			applied = err == nil
+		}
+		var re *RepositionError
+		if errors.As(err, &re) {
+			w.reposition(lctx, f, b, re)
+			if len(b.msgs) == 0 {
+				return nil
+			}
+			attempt = 0
+			continue
 		}
 		if err == nil && len(dead) > 0 {
 			op = "dead_letter"
@@ -191,41 +441,64 @@ func (w *worker) process(ctx, hard context.Context, b *batch) error {
 		}
 		w.m.retries.WithLabelValues(op).Inc()
 		w.log.Warn("batch failed; retrying the same batch", "op", op, "messages", len(b.msgs),
-			"attempt", attempt, "shutting_down", ctx.Err() != nil, "err", err)
+			"attempt", attempt, "shutting_down", lctx.Err() != nil, "err", err)
 		if !sleep(hard, backoff(attempt, w.cfg.RetryMin, w.cfg.RetryMax)) {
 			return fmt.Errorf("worker %d: batch of %d messages not applied within the shutdown timeout: %w", w.id, len(b.msgs), err)
 		}
 	}
-	return w.commit(hard, b)
+	return w.commit(lctx, hard, gen, b)
+}
+
+// reposition restarts or halts the partitions of re and drops their
+// messages from b.
+func (w *worker) reposition(lctx context.Context, f *feed, b *batch, re *RepositionError) {
+	gone := map[partitionKey]bool{}
+	var seek []Move
+	for _, m := range re.Moves {
+		k := partitionKey{m.Topic, m.Partition}
+		gone[k] = true
+		if m.Halt != "" {
+			w.halt(f, k, m.Halt)
+			continue
+		}
+		seek = append(seek, m)
+	}
+	w.seek(lctx, f, seek)
+	kept := b.msgs[:0]
+	b.bytes = 0
+	for _, m := range b.msgs {
+		if !gone[partitionKey{m.Topic, m.Partition}] {
+			kept = append(kept, m)
+			b.bytes += len(m.Key) + len(m.Value) + headersSize(m.Headers)
+		}
+	}
+	clear(b.msgs[len(kept):])
+	b.msgs = kept
 }
 
 // commit commits the highest offset per partition of an applied batch.
 //
-// A commit that keeps failing (a broker outage, or a partition revoked by a
-// rebalance while the batch was applied) is given up after CommitAttempts
-// and the batch dropped from memory: its messages are applied, so a later
-// commit of the same partition covers them, and if none comes (the
-// partition moved, or the process stops) the next owner redelivers them
-// from the last committed offset and dedupe makes them no-ops. Never
-// committing past an unapplied message holds either way: every message
-// below a committed offset was applied.
-func (w *worker) commit(hard context.Context, b *batch) error {
-	if g := w.generations(); g != b.gen {
-		// The group rebalanced while the batch was applied: its partitions
-		// may belong to another member now, and a commit (kafka-go sends it
-		// with the new generation, which the broker accepts) could move
-		// their offsets back behind the new owner's. The batch is applied;
-		// whoever owns its partitions now redelivers it from the committed
-		// offset, and dedupe makes that a no-op.
+// A commit that keeps failing (a broker outage) is given up after
+// CommitAttempts and the batch dropped from memory: its messages are
+// applied, and Redis holds the position they reached, from which the
+// partition's next reader resumes. When the generation ended while the
+// batch was applied (a rebalance), nothing is committed: the partitions
+// may belong to another member now.
+func (w *worker) commit(lctx, hard context.Context, gen *kafka.Generation, b *batch) error {
+	if lctx.Err() != nil && !shuttingDown(lctx) {
 		w.m.commitSkips.Inc()
 		w.log.Info("group rebalanced while the batch was applied; not committing it", "messages", len(b.msgs))
 		return nil
 	}
-	offs := b.offsets()
+	offs := map[string]map[int]int64{}
+	for _, m := range b.offsets() {
+		if offs[m.Topic] == nil {
+			offs[m.Topic] = map[int]int64{}
+		}
+		offs[m.Topic][m.Partition] = m.Offset + 1
+	}
 	for attempt := 1; ; attempt++ {
-		cctx, cancel := context.WithTimeout(hard, w.cfg.CommitTimeout)
-		err := w.r.CommitMessages(cctx, offs...)
-		cancel()
+		err := commitWithin(hard, w.cfg.CommitTimeout, func() error { return gen.CommitOffsets(offs) })
 		if err == nil {
 			w.progress.Store(time.Now().UnixNano())
 			return nil
@@ -233,9 +506,9 @@ func (w *worker) commit(hard context.Context, b *batch) error {
 		if hard.Err() != nil {
 			return fmt.Errorf("worker %d: applied batch of %d messages not committed within the shutdown timeout (it will be redelivered): %w", w.id, len(b.msgs), err)
 		}
-		if attempt >= w.cfg.CommitAttempts {
+		if attempt >= w.cfg.CommitAttempts || errors.Is(err, kafka.RebalanceInProgress) || errors.Is(err, kafka.IllegalGeneration) {
 			w.m.commitDrops.Inc()
-			w.log.Warn("committing offsets failed; giving up on this batch (a later commit or a redelivery covers it)",
+			w.log.Warn("committing offsets failed; giving up on this batch (redis holds its position; a later commit or the next reader covers it)",
 				"attempts", attempt, "err", err)
 			return nil
 		}
@@ -247,9 +520,36 @@ func (w *worker) commit(hard context.Context, b *batch) error {
 	}
 }
 
+// shuttingDown reports whether lctx ended because the worker stops (not
+// because the generation did): the cause generation gives it.
+func shuttingDown(lctx context.Context) bool {
+	return errors.Is(context.Cause(lctx), errStopping)
+}
+
+// errStopping is the cause of a generation's context ending because the
+// consumer stops.
+var errStopping = errors.New("consumer stopping")
+
+// commitWithin runs commit, giving up waiting for it after d or when ctx
+// ends (kafka-go's CommitOffsets takes no context; the call goes on in the
+// background and its result is dropped).
+func commitWithin(ctx context.Context, d time.Duration, commit func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- commit() }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("committing offsets: no answer within %v", d)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // batch is the messages in hand.
 type batch struct {
-	gen                int64 // the reader's generation count at the batch's first message
 	msgs               []kafka.Message
 	bytes              int
 	maxCount, maxBytes int
@@ -301,9 +601,6 @@ func backoff(attempt int, lo, hi time.Duration) time.Duration {
 	d = min(d, hi)
 	return d/2 + rand.N(d/2+1)
 }
-
-// Sleep waits for d or until ctx is done; it reports whether d passed.
-func Sleep(ctx context.Context, d time.Duration) bool { return sleep(ctx, d) }
 
 // sleep waits for d or until ctx is done; it reports whether d passed.
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -178,6 +178,13 @@ func (s *Store) applyAll(ctx context.Context, evs []Event, spans []Span, marks [
 	if err := s.exec(ctx, parts, calls, spans); err != nil {
 		return res, err
 	}
+	for i := range spans {
+		if s.cluster {
+			spans[i].Left = spans[i].record(1, 1, clusterNonce)
+		} else {
+			spans[i].Left = spans[i].record(len(calls), len(calls), nonce)
+		}
+	}
 	if s.cluster && (len(marks) > 0 || len(spans) > 0) {
 		// after every call succeeded: the nodes of a cluster order nothing
 		// between them

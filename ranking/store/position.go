@@ -44,13 +44,15 @@ import (
 // run from offset From up to To (exclusive); FromTime and ToTime are the
 // partition's stream time at those offsets (see Mark). Expect is the
 // partition's position record as the caller last saw it in Redis
-// (Position.Record; "" for none).
+// (Position.Record; "" for none). ApplyFrom sets Left to the record the
+// batch left, which the partition's next batch expects.
 type Span struct {
 	Topic            string
 	Partition        int
 	From, To         int64
 	FromTime, ToTime time.Time
 	Expect           string
+	Left             string
 }
 
 // Position is a partition's position record.
@@ -110,6 +112,10 @@ func (sp *Span) record(k, n int, nonce string) string {
 		strconv.FormatInt(sp.To, 10) + ":" + strconv.FormatInt(markMs(sp.ToTime), 10) + ":" +
 		strconv.Itoa(k) + ":" + strconv.Itoa(n) + ":" + nonce
 }
+
+// clusterNonce is the nonce of the records written on a cluster (one
+// unchecked write per batch).
+const clusterNonce = "c"
 
 // newNonce returns a fresh attempt nonce.
 func newNonce() string { return strconv.FormatUint(rand.Uint64()>>16, 36) }
@@ -260,7 +266,7 @@ func (s *Store) writePositions(ctx context.Context, pipe redis.Pipeliner, spans 
 	}
 	args := make([]any, 0, 2*len(spans))
 	for i := range spans {
-		args = append(args, posField(spans[i].Topic, spans[i].Partition), spans[i].record(1, 1, "c"))
+		args = append(args, posField(spans[i].Topic, spans[i].Partition), spans[i].record(1, 1, clusterNonce))
 	}
 	return []redis.Cmder{pipe.HSet(ctx, s.posKey(), args...)}
 }

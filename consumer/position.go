@@ -1,0 +1,158 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rankd/rankd/ranking/store"
+)
+
+// The sink owns its position: see the comment at the top of
+// ranking/store/position.go. RankingSink implements Positioner with the
+// position records the store keeps beside the effects.
+
+// rewind is a partition re-applying offsets that Redis lost.
+type rewind struct {
+	until int64     // where the partition stood before the loss
+	since time.Time // when the loss was found
+}
+
+// Assigned implements Positioner: each partition resumes where Redis says
+// it stands. That is behind the committed offset when Redis lost applied
+// writes (a rewind: logged, counted, and exact, because the dedupe keys of
+// the lost writes were lost with them), and ahead of it when batches were
+// applied but not committed. A partition whose offsets were committed but
+// of which Redis holds no position, or with the boards' generation
+// pointers gone, is halted: Redis lost everything it knew of it, and only
+// `rankd replay` can rebuild the boards. A partition neither committed nor
+// known to Redis is new: it starts at the group's start offset.
+func (s *RankingSink) Assigned(ctx context.Context, as []Assignment) ([]Resume, error) {
+	at := make([]store.Span, len(as))
+	for i, a := range as {
+		at[i] = store.Span{Topic: a.Topic, Partition: a.Partition}
+	}
+	ps, err := s.store.Positions(ctx, at)
+	if err != nil {
+		return nil, fmt.Errorf("reading positions: %w", err)
+	}
+	intact, err := s.store.GensIntact(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Resume, len(as))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, a := range as {
+		k := partitionKey{a.Topic, a.Partition}
+		p := ps[i]
+		committed := a.Committed >= 0
+		switch {
+		case !intact:
+			out[i].Halt = "redis lost the boards' generation pointers (its gens hash): rebuild the boards with rankd replay"
+		case !p.Exists() && committed:
+			out[i].Halt = fmt.Sprintf("the group committed offset %d, but redis holds no position for the partition: redis lost its writes (a FLUSHALL, a restart without persistence); rebuild the boards with rankd replay", a.Committed)
+		case !p.Exists():
+			s.stream[k] = streamPos{next: -1}
+			out[i].Offset = a.Committed
+		default:
+			off, tm := p.Resume()
+			s.stream[k] = streamPos{next: off, time: tm, record: p.Record}
+			out[i].Offset = off
+			if committed && off < a.Committed {
+				s.lost(k, off, a.Committed, "the group committed offset "+fmt.Sprint(a.Committed))
+			}
+		}
+		if out[i].Halt != "" {
+			delete(s.stream, k)
+		}
+	}
+	return out, nil
+}
+
+// lost records that Redis lost the applied offsets [from, until) of k;
+// s.mu is held.
+func (s *RankingSink) lost(k partitionKey, from, until int64, why string) {
+	if r, ok := s.rewinding[k]; ok && r.until >= until {
+		return // found before (another worker of this process had the partition), being re-applied
+	}
+	s.m.rewinds.Inc()
+	s.m.rewound.Add(float64(until - from))
+	s.log.Error("redis lost applied writes; re-applying them from kafka", "topic", k.topic, "partition", k.partition,
+		"from_offset", from, "to_offset", until, "evidence", why)
+	s.rewinding[k] = rewind{until: until, since: s.now()}
+}
+
+// reposition turns the store's refusal into a RepositionError: each
+// partition whose record differs resumes where Redis says (behind the
+// batch: Redis lost writes; ahead: another consumer applied them), and a
+// partition Redis forgot, or every partition when the generation pointers
+// are gone, halts.
+func (s *RankingSink) reposition(pe *store.PositionError, spans []store.Span) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	re := &RepositionError{}
+	if pe.Gens != pe.GensExpected {
+		for _, sp := range spans {
+			delete(s.stream, partitionKey{sp.Topic, sp.Partition})
+			re.Moves = append(re.Moves, Move{Topic: sp.Topic, Partition: sp.Partition,
+				Halt: fmt.Sprintf("redis lost the boards' generation pointers (its gens hash: counter %s, %s seen): rebuild the boards with rankd replay", pe.Gens, pe.GensExpected)})
+		}
+		return re
+	}
+	for i, sp := range spans {
+		p := pe.Positions[i]
+		k := partitionKey{sp.Topic, sp.Partition}
+		if p.Record == sp.Expect {
+			continue
+		}
+		if !p.Exists() {
+			delete(s.stream, k)
+			re.Moves = append(re.Moves, Move{Topic: sp.Topic, Partition: sp.Partition,
+				Halt: fmt.Sprintf("redis lost the partition's position (it stood at offset %d): redis lost its writes (a FLUSHALL, a restart without persistence); rebuild the boards with rankd replay", sp.From)})
+			continue
+		}
+		off, tm := p.Resume()
+		s.stream[k] = streamPos{next: off, time: tm, record: p.Record}
+		if off == sp.From {
+			continue // the same start, another record (a call of an earlier attempt): retry as it is
+		}
+		if off < sp.From {
+			s.lost(k, off, sp.From, "redis holds "+p.String())
+		}
+		re.Moves = append(re.Moves, Move{Topic: sp.Topic, Partition: sp.Partition, Offset: off})
+	}
+	if len(re.Moves) == 0 {
+		return fmt.Errorf("applying batch: %w (retrying with redis's records)", pe)
+	}
+	return re
+}
+
+// applied records the positions a batch left.
+func (s *RankingSink) applied(p batchPlan) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, m := range p.marks {
+		k := partitionKey{m.Topic, m.Partition}
+		st := streamPos{next: m.Offset, time: m.Time}
+		if !s.replay {
+			st.record = p.spans[i].Left
+		}
+		s.stream[k] = st
+		if r, ok := s.rewinding[k]; ok && m.Offset >= r.until {
+			d := s.now().Sub(r.since)
+			s.m.rewindDur.Observe(d.Seconds())
+			s.log.Info("re-applied what redis lost", "topic", k.topic, "partition", k.partition, "offset", m.Offset, "took", d.Round(time.Millisecond))
+			delete(s.rewinding, k)
+		}
+	}
+}
+
+// position returns the sink's position in a partition (after the last
+// batch it applied or observed).
+func (s *RankingSink) position(topic string, partition int) (streamPos, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.stream[partitionKey{topic, partition}]
+	return p, ok
+}
