@@ -57,6 +57,7 @@ type RedisServer struct {
 	// Set only when this package runs the process.
 	port int
 	dir  string
+	conf string   // config file, the first argument when set (sentinel.conf)
 	args []string // redis-server arguments, without the port
 
 	mu   sync.Mutex
@@ -314,7 +315,11 @@ func (s *RedisServer) start() error {
 	if s.proc != nil && !s.proc.Exited() {
 		return nil
 	}
-	args := append([]string{"--port", strconv.Itoa(s.port)}, s.args...)
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(append(args, "--port", strconv.Itoa(s.port)), s.args...)
 	cmd := exec.Command("redis-server", args...)
 	cmd.Dir = s.dir
 	proc, err := proc.Start(cmd)
@@ -331,13 +336,39 @@ func (s *RedisServer) start() error {
 }
 
 // shutdown sends sig to the process, if this package runs it, and waits for
-// it to exit.
+// it to exit. A paused process is continued first, so that it can act on
+// SIGTERM.
 func (s *RedisServer) shutdown(sig syscall.Signal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc != nil {
+		if !s.proc.Exited() {
+			_ = syscall.Kill(s.proc.PID(), syscall.SIGCONT)
+		}
 		s.proc.Stop(sig, redisStopGrace)
 	}
+}
+
+// Pause stops the server with SIGSTOP: it keeps its connections open but
+// answers nothing, as a hung host would, until Resume. Only servers this
+// package runs for one test (NewRedis, NewCluster, NewSentinel) can be
+// paused.
+func (s *RedisServer) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server with SIGCONT.
+func (s *RedisServer) Resume() error { return s.signal(syscall.SIGCONT) }
+
+// signal sends sig to the running process of a dedicated server.
+func (s *RedisServer) signal(sig syscall.Signal) error {
+	if !s.dedicated {
+		return errSharedRedis
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil || s.proc.Exited() {
+		return fmt.Errorf("testenv: redis-server on %s is not running", s.addr)
+	}
+	return syscall.Kill(s.proc.PID(), sig)
 }
 
 // waitRedis waits until the server at addr answers PING with PONG; it fails
