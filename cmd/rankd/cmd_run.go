@@ -58,7 +58,10 @@ func runMain(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	redisAddr := cfg.Redis.Addr
-	if cfg.Redis.Cluster() {
+	switch {
+	case cfg.Redis.Sentinel.Enabled():
+		redisAddr = "sentinel " + cfg.Redis.Sentinel.MasterName + " via " + strings.Join(cfg.Redis.Sentinel.Addrs, ",")
+	case cfg.Redis.Cluster():
 		redisAddr = strings.Join(cfg.Redis.Addrs, ",")
 	}
 	log.Info("rankd running", "config", path, "brokers", strings.Join(cfg.Kafka.Brokers, ","),
