@@ -71,21 +71,44 @@ func TestConfigCheckSentinel(t *testing.T) {
 }
 
 // TestSentinelFailover: the client rankd builds from a redis.sentinel
-// config (newRedis) writes to the primary; after the primary is killed
-// with SIGKILL and Sentinel promotes the replica, the same client, not
-// recreated, writes to the new primary.
+// config (newRedis), with the sentinel's password from
+// RANKD_REDIS_SENTINEL_PASSWORD, writes to the primary; after the primary
+// is killed with SIGKILL and Sentinel promotes the replica, the same
+// client, not recreated, writes to the new primary.
 func TestSentinelFailover(t *testing.T) {
 	clearEnv(t)
-	s := testenv.NewSentinel(t, testenv.RedisSentinelOptions{MasterName: "rankd-primary"})
+	const password = "sentinel-Pw-5e1d"
+	s := testenv.NewSentinel(t, testenv.RedisSentinelOptions{MasterName: "rankd-primary", Password: password})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
+	// The sentinel requires its password.
+	anon := redis.NewSentinelClient(&redis.Options{Addr: s.Addrs()[0], MaxRetries: -1})
+	defer anon.Close()
+	if err := anon.GetMasterAddrByName(ctx, s.MasterName()).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
+		t.Fatalf("the sentinel answers without its password: %v", err)
+	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rankd.yaml")
 	if err := os.WriteFile(path, []byte(sentinelConfig(t, s.MasterName(), s.Addrs())), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Without the password, rankd's client gets no primary from the
+	// sentinel.
+	t.Setenv(config.EnvRedisSentinelPassword, "")
 	cfg, err := config.Load(path)
 	if err != nil {
+		t.Fatal(err)
+	}
+	noPass := newRedis(cfg.Redis)
+	if err := noPass.Set(ctx, "k", "v", 0).Err(); err == nil {
+		t.Error("a client without the sentinel's password wrote")
+	} else {
+		t.Logf("without the sentinel's password: %v", err)
+	}
+	_ = noPass.Close()
+
+	t.Setenv(config.EnvRedisSentinelPassword, password)
+	if cfg, err = config.Load(path); err != nil {
 		t.Fatal(err)
 	}
 	rdb := newRedis(cfg.Redis)

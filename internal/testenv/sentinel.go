@@ -29,6 +29,9 @@ type RedisSentinelOptions struct {
 	DownAfter time.Duration
 	// FailoverTimeout is the sentinel's failover-timeout; default 3s.
 	FailoverTimeout time.Duration
+	// Password, if set, is the sentinel's requirepass: its clients must
+	// authenticate (the data nodes stay open).
+	Password string
 }
 
 // RedisSentinel is a Redis Sentinel setup for tests: a primary, one
@@ -36,6 +39,7 @@ type RedisSentinelOptions struct {
 // redis-server process on a free loopback port with its own temp dir.
 type RedisSentinel struct {
 	name     string
+	password string         // the sentinel's requirepass
 	nodes    []*RedisServer // the data nodes: the first primary, then its replica
 	sentinel *RedisServer
 }
@@ -65,7 +69,7 @@ func NewSentinel(t testing.TB, opts RedisSentinelOptions) *RedisSentinel {
 	// The dirs first: t's cleanups run last registered first, and the
 	// processes must stop before their dirs go.
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
-	s := &RedisSentinel{name: opts.MasterName}
+	s := &RedisSentinel{name: opts.MasterName, password: opts.Password}
 	t.Cleanup(func() {
 		// The sentinel first, so that it does not fail over while the
 		// data nodes stop.
@@ -115,6 +119,9 @@ func startSentinel(dir string, opts RedisSentinelOptions, primary string) (*Redi
 		"sentinel failover-timeout %[1]s %[5]d\n"+
 		"sentinel parallel-syncs %[1]s 1\n",
 		opts.MasterName, host, port, opts.DownAfter.Milliseconds(), opts.FailoverTimeout.Milliseconds())
+	if opts.Password != "" {
+		text += "requirepass " + opts.Password + "\n"
+	}
 	args := []string{"--sentinel", "--bind", "127.0.0.1", "--protected-mode", "no", "--daemonize", "no",
 		"--dir", dir, "--logfile", redisLog(dir)}
 	for range 3 {
@@ -126,7 +133,7 @@ func startSentinel(dir string, opts RedisSentinelOptions, primary string) (*Redi
 		if p, err = proc.FreePort(); err != nil {
 			return nil, err
 		}
-		srv := &RedisServer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), port: p, dir: dir, conf: conf, args: args}
+		srv := &RedisServer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), port: p, dir: dir, conf: conf, pass: opts.Password, args: args}
 		if err = srv.start(); err == nil {
 			return srv, nil
 		}
@@ -159,7 +166,7 @@ func (s *RedisSentinel) Node(addr string) *RedisServer {
 
 // client returns a client of the sentinel; the caller closes it.
 func (s *RedisSentinel) client() *redis.SentinelClient {
-	return redis.NewSentinelClient(&redis.Options{Addr: s.sentinel.addr, MaxRetries: -1, DialTimeout: time.Second,
+	return redis.NewSentinelClient(&redis.Options{Addr: s.sentinel.addr, Password: s.password, MaxRetries: -1, DialTimeout: time.Second,
 		ReadTimeout: time.Second, WriteTimeout: time.Second})
 }
 
