@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/secure"
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/internal/testenv"
 )
@@ -102,8 +103,9 @@ func TestSentinelFailover(t *testing.T) {
 	noPass := newRedis(cfg.Redis)
 	if err := noPass.Set(ctx, "k", "v", 0).Err(); err == nil {
 		t.Error("a client without the sentinel's password wrote")
-	} else {
-		t.Logf("without the sentinel's password: %v", err)
+	} else if me := secure.Classify("redis", err); me == nil || !strings.Contains(me.Error(),
+		"redis: the sentinels refused authentication (check redis.sentinel.username and RANKD_REDIS_SENTINEL_PASSWORD or redis.sentinel.password_file)") {
+		t.Errorf("without the sentinel's password: %v, classified %v", err, me)
 	}
 	_ = noPass.Close()
 

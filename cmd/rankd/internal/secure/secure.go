@@ -209,6 +209,11 @@ func Classify(service string, err error) *MisconfigError {
 		return me(fmt.Sprintf("the server refused the TLS handshake: it may require a client certificate it trusts (check %s.tls.cert_file, key_file)", service))
 	}
 	if service == "redis" {
+		// go-redis's failover client wraps the sentinels' answer.
+		if msg := err.Error(); strings.HasPrefix(msg, "redis: all sentinels specified in configuration are unreachable: ") &&
+			(strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOAUTH")) {
+			return me(fmt.Sprintf("the sentinels refused authentication (check redis.sentinel.username and %s or redis.sentinel.password_file)", config.EnvRedisSentinelPassword))
+		}
 		for _, p := range []string{"WRONGPASS", "NOAUTH", "NOPERM"} {
 			if redis.HasErrorPrefix(err, p) {
 				return me(fmt.Sprintf("authentication failed (check redis.username and %s or redis.password_file)", config.EnvRedisPassword))
