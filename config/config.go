@@ -73,12 +73,17 @@ type Batch struct {
 	Linger time.Duration // default 20ms
 }
 
-// Redis configures the store's client.
+// Redis configures the store's client. Redis is reached in one of three
+// ways: a standalone server (Addr), a cluster (Addrs) or the primary that
+// Redis Sentinel names (Sentinel); the loader accepts exactly one.
 type Redis struct {
-	Addr     string   // standalone server; RANKD_REDIS_ADDR overrides
-	Addrs    []string // cluster seeds; RANKD_REDIS_ADDRS (comma-separated) overrides
-	DB       int      // standalone only
-	Username string   // ACL user; RANKD_REDIS_USERNAME overrides
+	Addr  string   // standalone server; RANKD_REDIS_ADDR overrides
+	Addrs []string // cluster seeds; RANKD_REDIS_ADDRS (comma-separated) overrides
+	// Sentinel, when set (redis.sentinel), reaches the primary through
+	// Redis Sentinel; Addr and Addrs are then empty.
+	Sentinel Sentinel
+	DB       int    // standalone and Sentinel only
+	Username string // ACL user of the data nodes; RANKD_REDIS_USERNAME overrides
 	// Password comes from RANKD_REDIS_PASSWORD or, without it, from
 	// PasswordFile; a password written in the config file is refused
 	// (see secure.go).
@@ -93,6 +98,27 @@ type Redis struct {
 
 // Cluster reports whether Redis is a cluster (Addrs set).
 func (r Redis) Cluster() bool { return len(r.Addrs) > 0 }
+
+// Sentinel configures Redis Sentinel (redis.sentinel): the client asks the
+// sentinels for the address of the primary monitored as MasterName and
+// follows it when Sentinel promotes a replica. The data nodes' ACL user
+// and password stay Redis.Username and Redis.Password; Username and
+// Password here are the sentinels' own. Redis.TLS applies to both.
+type Sentinel struct {
+	MasterName string   // the name of "sentinel monitor <name> ..."
+	Addrs      []string // sentinels, host:port; RANKD_REDIS_SENTINEL_ADDRS (comma-separated) overrides
+	Username   string   // the sentinels' ACL user; RANKD_REDIS_SENTINEL_USERNAME overrides
+	// Password comes from RANKD_REDIS_SENTINEL_PASSWORD or, without it,
+	// from PasswordFile, read at load time (go-redis takes the sentinels'
+	// password as a fixed string); a password in the file is refused.
+	Password     Secret
+	PasswordFile string
+
+	declared bool // the file has a redis.sentinel section, or the environment sets its addresses
+}
+
+// Enabled reports whether Redis is reached through Sentinel.
+func (s Sentinel) Enabled() bool { return s.declared || s.MasterName != "" || len(s.Addrs) > 0 }
 
 // HTTP configures the query API and metrics server.
 type HTTP struct {

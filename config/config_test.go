@@ -412,7 +412,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		want    string // the accepted keys, from the unknown-key error
 	}{
 		{"kafka", "batch, brokers, dead_letter_topic, future_skew, group, heartbeat_interval, max_message_bytes, max_wait, min_bytes, rebalance_timeout, sasl, session_timeout, shutdown_timeout, tls, topics, workers"},
-		{"redis", "addr, addrs, db, dedupe_ttl, password, password_file, pool_size, prefix, tls, username"},
+		{"redis", "addr, addrs, db, dedupe_ttl, password, password_file, pool_size, prefix, sentinel, tls, username"},
 		{"http", "idle_timeout, listen, max_header_bytes, metrics_listen, read_header_timeout, read_timeout, token, token_file, write_timeout"},
 		{"rollover", "interval, lead"},
 	} {

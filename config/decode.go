@@ -76,6 +76,7 @@ func (l *loader) decodeRoot(root *yaml.Node, c *Config, s *spec) {
 				"username":      l.str(&r.Username),
 				"password_file": l.str(&r.PasswordFile),
 				"tls":           l.tlsSection(&r.TLS),
+				"sentinel":      l.sentinelSection(&r.Sentinel),
 			})
 		},
 		"http": func(n *yaml.Node, p string) {

@@ -10,6 +10,13 @@ const (
 	EnvRedisAddr = "RANKD_REDIS_ADDR"
 	// EnvRedisAddrs overrides redis.addrs (cluster seeds, comma-separated).
 	EnvRedisAddrs = "RANKD_REDIS_ADDRS"
+	// EnvRedisSentinelAddrs overrides redis.sentinel.addrs (comma-separated).
+	EnvRedisSentinelAddrs = "RANKD_REDIS_SENTINEL_ADDRS"
+	// EnvRedisSentinelUsername overrides redis.sentinel.username.
+	EnvRedisSentinelUsername = "RANKD_REDIS_SENTINEL_USERNAME"
+	// EnvRedisSentinelPassword is the sentinels' password (or
+	// redis.sentinel.password_file).
+	EnvRedisSentinelPassword = "RANKD_REDIS_SENTINEL_PASSWORD"
 	// EnvRedisUsername overrides redis.username (the ACL user).
 	EnvRedisUsername = "RANKD_REDIS_USERNAME"
 	// EnvRedisPassword is the Redis password (or redis.password_file).
@@ -30,6 +37,7 @@ const (
 
 // EnvNames returns every environment variable rankd reads.
 func EnvNames() []string {
-	return []string{EnvKafkaBrokers, EnvRedisAddr, EnvRedisAddrs, EnvRedisUsername, EnvRedisPassword,
+	return []string{EnvKafkaBrokers, EnvRedisAddr, EnvRedisAddrs, EnvRedisSentinelAddrs, EnvRedisSentinelUsername,
+		EnvRedisSentinelPassword, EnvRedisUsername, EnvRedisPassword,
 		EnvKafkaSASLUsername, EnvKafkaSASLPassword, EnvHTTPToken, EnvHTTPListen, EnvHTTPMetricsListen, EnvConfig}
 }

@@ -458,16 +458,29 @@ func (l *loader) applyEnv(c *Config, lookup func(string) (string, bool)) {
 	if v, ok := lookup(EnvKafkaBrokers); ok && v != "" {
 		c.Kafka.Brokers = list(v)
 	}
-	addr, hasAddr := lookup(EnvRedisAddr)
-	addrs, hasAddrs := lookup(EnvRedisAddrs)
-	hasAddr, hasAddrs = hasAddr && addr != "", hasAddrs && addrs != ""
+	// The address variables choose how Redis is reached: one of them
+	// replaces the file's addresses of every kind.
+	var set []string
+	vals := map[string]string{}
+	for _, k := range []string{EnvRedisAddr, EnvRedisAddrs, EnvRedisSentinelAddrs} {
+		if v, ok := lookup(k); ok && v != "" {
+			set = append(set, k)
+			vals[k] = v
+		}
+	}
+	r := &c.Redis
 	switch {
-	case hasAddr && hasAddrs:
-		l.errs = append(l.errs, &Error{File: l.file, Field: "redis", Msg: "both " + EnvRedisAddr + " and " + EnvRedisAddrs + " are set"})
-	case hasAddr:
-		c.Redis.Addr, c.Redis.Addrs = addr, nil
-	case hasAddrs:
-		c.Redis.Addr, c.Redis.Addrs = "", list(addrs)
+	case len(set) == 2:
+		l.errs = append(l.errs, &Error{File: l.file, Field: "redis", Msg: "both " + set[0] + " and " + set[1] + " are set"})
+	case len(set) == 3:
+		l.errs = append(l.errs, &Error{File: l.file, Field: "redis", Msg: strings.Join(set[:2], ", ") + " and " + set[2] + " are all set"})
+	case len(set) == 1 && set[0] == EnvRedisAddr:
+		r.Addr, r.Addrs, r.Sentinel = vals[EnvRedisAddr], nil, Sentinel{}
+	case len(set) == 1 && set[0] == EnvRedisAddrs:
+		r.Addr, r.Addrs, r.Sentinel = "", list(vals[EnvRedisAddrs]), Sentinel{}
+	case len(set) == 1:
+		r.Addr, r.Addrs = "", nil
+		r.Sentinel.Addrs, r.Sentinel.declared = list(vals[EnvRedisSentinelAddrs]), true
 	}
 	if v, ok := lookup(EnvRedisPassword); ok && v != "" {
 		c.Redis.Password = Secret(v)

@@ -220,6 +220,20 @@ func (l *loader) tlsSection(t *TLS) field {
 	}
 }
 
+// sentinelSection decodes redis.sentinel.
+func (l *loader) sentinelSection(s *Sentinel) field {
+	return func(n *yaml.Node, p string) {
+		s.declared = true
+		l.mapping(n, p, map[string]field{
+			"master_name":   l.str(&s.MasterName),
+			"addrs":         l.strs(&s.Addrs),
+			"username":      l.str(&s.Username),
+			"password":      l.inlineSecret(EnvRedisSentinelPassword, "redis.sentinel.password_file"),
+			"password_file": l.str(&s.PasswordFile),
+		})
+	}
+}
+
 // saslSection decodes kafka.sasl.
 func (l *loader) saslSection(s *SASL) field {
 	return func(n *yaml.Node, p string) {
@@ -253,6 +267,7 @@ func (l *loader) applySecureEnv(c *Config, lookup func(string) (string, bool)) {
 		}
 	}
 	set(&c.Redis.Username, EnvRedisUsername)
+	set(&c.Redis.Sentinel.Username, EnvRedisSentinelUsername)
 	set(&c.Kafka.SASL.Username, EnvKafkaSASLUsername)
 	set(&c.HTTP.MetricsListen, EnvHTTPMetricsListen)
 	if v, ok := lookup(EnvKafkaSASLPassword); ok && v != "" {
@@ -260,6 +275,9 @@ func (l *loader) applySecureEnv(c *Config, lookup func(string) (string, bool)) {
 	}
 	if v, ok := lookup(EnvHTTPToken); ok && v != "" {
 		c.HTTP.Token = Secret(v)
+	}
+	if v, ok := lookup(EnvRedisSentinelPassword); ok && v != "" {
+		c.Redis.Sentinel.Password = Secret(v)
 	}
 }
 
@@ -275,7 +293,7 @@ func (l *loader) resolvePath(p *string) {
 // (an environment variable wins over a file) and builds the TLS configs.
 func (l *loader) validateSecure(c *Config) {
 	r, k, h := &c.Redis, &c.Kafka, &c.HTTP
-	for _, p := range []*string{&r.PasswordFile, &r.TLS.CAFile, &r.TLS.CertFile, &r.TLS.KeyFile,
+	for _, p := range []*string{&r.PasswordFile, &r.Sentinel.PasswordFile, &r.TLS.CAFile, &r.TLS.CertFile, &r.TLS.KeyFile,
 		&k.SASL.PasswordFile, &k.TLS.CAFile, &k.TLS.CertFile, &k.TLS.KeyFile, &h.TokenFile} {
 		l.resolvePath(p)
 	}
@@ -286,6 +304,7 @@ func (l *loader) validateSecure(c *Config) {
 	if r.Username != "" && r.Password == "" && len(l.errs) == before && !l.has("redis.password") {
 		l.errorf("redis.username", "user %q has no password: set %s or redis.password_file", r.Username, EnvRedisPassword)
 	}
+	l.validateSentinelSecret(&r.Sentinel)
 	l.validateTLS(&r.TLS, "redis.tls")
 
 	s := &k.SASL
@@ -337,6 +356,27 @@ func (l *loader) validateSecure(c *Config) {
 	}
 	if h.MaxHeaderBytes < 1024 {
 		l.errorf("http.max_header_bytes", "must be at least 1024, got %d", h.MaxHeaderBytes)
+	}
+}
+
+// validateSentinelSecret reads the sentinels' password and checks their
+// credentials: a username needs a password, and credentials need a
+// sentinel section.
+func (l *loader) validateSentinelSecret(s *Sentinel) {
+	before := len(l.errs)
+	s.Password = l.secret(s.Password, &s.PasswordFile, "redis.sentinel.password_file")
+	reported := len(l.errs) != before || l.has("redis.sentinel.password")
+	if !s.Enabled() {
+		if s.Password != "" {
+			l.errorf("redis", "%s is set but redis.sentinel is not", EnvRedisSentinelPassword)
+		}
+		if s.Username != "" {
+			l.errorf("redis", "%s is set but redis.sentinel is not", EnvRedisSentinelUsername)
+		}
+		return
+	}
+	if s.Username != "" && s.Password == "" && !reported {
+		l.errorf("redis.sentinel.username", "user %q has no password: set %s or redis.sentinel.password_file", s.Username, EnvRedisSentinelPassword)
 	}
 }
 
@@ -444,6 +484,13 @@ func (c *Config) SecuritySummary() []string {
 		redis += ", user " + r.Username
 	}
 	redis += ", password: " + SecretSource(r.Password, r.PasswordFile, EnvRedisPassword)
+	if s := r.Sentinel; s.Enabled() {
+		redis += "; sentinels"
+		if s.Username != "" {
+			redis += " user " + s.Username + ","
+		}
+		redis += " password: " + SecretSource(s.Password, s.PasswordFile, EnvRedisSentinelPassword)
+	}
 	kafka := "kafka " + describeTLS(k.TLS)
 	if k.SASL.Mechanism != "" {
 		kafka += fmt.Sprintf(", sasl %s user %s, password: %s", k.SASL.Mechanism, k.SASL.Username,

@@ -112,13 +112,17 @@ func (l *loader) validateKafka(c *Config) {
 
 func (l *loader) validateRedis(c *Config) {
 	r := &c.Redis
-	switch {
-	case r.Addr == "" && len(r.Addrs) == 0:
-		l.errorf("redis.addr", "no address (set redis.addr, redis.addrs for a cluster, or %s)", EnvRedisAddr)
-	case r.Addr != "" && len(r.Addrs) > 0:
-		l.errorf("redis.addrs", "set either addr (standalone) or addrs (cluster), not both")
-	case len(r.Addrs) > 0 && r.DB != 0:
-		l.errorf("redis.db", "a cluster has only db 0, got %d", r.DB)
+	if r.Sentinel.Enabled() {
+		l.validateSentinel(r)
+	} else {
+		switch {
+		case r.Addr == "" && len(r.Addrs) == 0:
+			l.errorf("redis.addr", "no address (set redis.addr, redis.addrs for a cluster, redis.sentinel, or %s)", EnvRedisAddr)
+		case r.Addr != "" && len(r.Addrs) > 0:
+			l.errorf("redis.addrs", "set either addr (standalone) or addrs (cluster), not both")
+		case len(r.Addrs) > 0 && r.DB != 0:
+			l.errorf("redis.db", "a cluster has only db 0, got %d", r.DB)
+		}
 	}
 	if r.DB < 0 {
 		l.errorf("redis.db", "must not be negative, got %d", r.DB)
@@ -134,6 +138,30 @@ func (l *loader) validateRedis(c *Config) {
 	}
 	if r.PoolSize < 0 {
 		l.errorf("redis.pool_size", "must not be negative, got %d", r.PoolSize)
+	}
+}
+
+// validateSentinel checks redis.sentinel: a master name, at least one
+// sentinel address, and no address of another kind (the sentinels give the
+// primary's address).
+func (l *loader) validateSentinel(r *Redis) {
+	s := r.Sentinel
+	if r.Addr != "" {
+		l.errorf("redis.addr", "set with redis.sentinel: leave it out (the sentinels give the primary's address)")
+	}
+	if len(r.Addrs) > 0 {
+		l.errorf("redis.addrs", "set with redis.sentinel: choose a cluster (addrs) or Sentinel, not both")
+	}
+	if s.MasterName == "" {
+		l.errorf("redis.sentinel.master_name", "no master name (the <name> of the sentinels' \"sentinel monitor <name> ...\")")
+	}
+	if len(s.Addrs) == 0 {
+		l.errorf("redis.sentinel.addrs", "no sentinel addresses (set redis.sentinel.addrs or %s)", EnvRedisSentinelAddrs)
+	}
+	for i, a := range s.Addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			l.errorf(fmt.Sprintf("redis.sentinel.addrs[%d]", i), "sentinel %q is not host:port", a)
+		}
 	}
 }
 

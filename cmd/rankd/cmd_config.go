@@ -88,9 +88,12 @@ func printConfig(w io.Writer, cfg *config.Config, at time.Time) {
 	fmt.Fprintf(tw, "kafka\tbrokers %s, group %s, topics %s, %d workers\n", strings.Join(k.Brokers, ","), k.Group, strings.Join(k.Topics, ","), k.Workers)
 	fmt.Fprintf(tw, "\tbatch %d messages / %d bytes / %s linger, dead letters to %s\n", k.Batch.Count, k.Batch.Bytes, dur(k.Batch.Linger), k.DeadLetterTopic)
 	fmt.Fprintf(tw, "\tmax message %d bytes, future skew %s, max wait %s\n", k.MaxMessageBytes, dur(k.FutureSkew), dur(k.MaxWait))
-	if r.Cluster() {
+	switch {
+	case r.Sentinel.Enabled():
+		fmt.Fprintf(tw, "redis\tsentinel master %s via %s db %d", r.Sentinel.MasterName, strings.Join(r.Sentinel.Addrs, ","), r.DB)
+	case r.Cluster():
 		fmt.Fprintf(tw, "redis\tcluster %s", strings.Join(r.Addrs, ","))
-	} else {
+	default:
 		fmt.Fprintf(tw, "redis\t%s db %d", r.Addr, r.DB)
 	}
 	fmt.Fprintf(tw, ", prefix %s, dedupe TTL %s\n", r.Prefix, dur(r.DedupeTTL))

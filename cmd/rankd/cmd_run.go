@@ -17,9 +17,10 @@ SIGINT or SIGTERM stops it cleanly: it stops fetching, applies and commits
 the batch in hand (within --shutdown-timeout), drains HTTP requests, then
 closes Redis. The environment overrides addresses and secrets of the file:
 RANKD_KAFKA_BROKERS, RANKD_REDIS_ADDR, RANKD_REDIS_ADDRS,
-RANKD_REDIS_USERNAME, RANKD_REDIS_PASSWORD, RANKD_KAFKA_SASL_USERNAME,
-RANKD_KAFKA_SASL_PASSWORD, RANKD_HTTP_LISTEN, RANKD_HTTP_METRICS_LISTEN,
-RANKD_HTTP_TOKEN.
+RANKD_REDIS_SENTINEL_ADDRS, RANKD_REDIS_SENTINEL_USERNAME,
+RANKD_REDIS_SENTINEL_PASSWORD, RANKD_REDIS_USERNAME, RANKD_REDIS_PASSWORD,
+RANKD_KAFKA_SASL_USERNAME, RANKD_KAFKA_SASL_PASSWORD, RANKD_HTTP_LISTEN,
+RANKD_HTTP_METRICS_LISTEN, RANKD_HTTP_TOKEN.
 
 At start it checks that Redis and Kafka accept its credentials and TLS
 settings: a wrong password, an untrusted certificate or TLS on one side only
@@ -58,7 +59,10 @@ func runMain(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return err
 	}
 	redisAddr := cfg.Redis.Addr
-	if cfg.Redis.Cluster() {
+	switch {
+	case cfg.Redis.Sentinel.Enabled():
+		redisAddr = "sentinel " + cfg.Redis.Sentinel.MasterName + " via " + strings.Join(cfg.Redis.Sentinel.Addrs, ",")
+	case cfg.Redis.Cluster():
 		redisAddr = strings.Join(cfg.Redis.Addrs, ",")
 	}
 	log.Info("rankd running", "config", path, "brokers", strings.Join(cfg.Kafka.Brokers, ","),

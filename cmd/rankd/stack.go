@@ -36,20 +36,27 @@ func loadConfig(path string, stderr io.Writer) (*config.Config, error) {
 	return cfg, nil
 }
 
-// newRedis returns the client of cfg: a cluster client when redis.addrs
-// (cluster seeds) is set, else a client of redis.addr.
+// newRedis returns the client of cfg: a failover client when
+// redis.sentinel is set (it asks the sentinels for the primary and follows
+// a promotion by itself), a cluster client when redis.addrs (cluster seeds)
+// is set, else a client of redis.addr.
 func newRedis(cfg config.Redis) redis.UniversalClient {
 	// MaxRetries -1: go-redis must not resend a pipeline after a read
 	// timeout (Redis has usually run the apply scripts by then, and the
 	// resent calls would count applied messages as duplicates); rankd's
 	// own retry decides, visibly, with backoff.
 	opts := &redis.UniversalOptions{PoolSize: cfg.PoolSize, MaxRetries: -1}
-	if cfg.Cluster() {
+	switch {
+	case cfg.Sentinel.Enabled():
+		// MasterName without IsClusterMode or routing options: go-redis's
+		// NewFailoverClient, a single client of whichever node is primary.
+		opts.MasterName, opts.Addrs, opts.DB = cfg.Sentinel.MasterName, cfg.Sentinel.Addrs, cfg.DB
+	case cfg.Cluster():
 		opts.Addrs, opts.IsClusterMode = cfg.Addrs, true
-	} else {
+	default:
 		opts.Addrs, opts.DB = []string{cfg.Addr}, cfg.DB
 	}
-	secure.ApplyRedis(cfg, opts) // username, password, TLS
+	secure.ApplyRedis(cfg, opts) // username, password, TLS; the sentinels' credentials
 	return redis.NewUniversalClient(opts)
 }
 

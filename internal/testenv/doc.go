@@ -1,6 +1,6 @@
 // Package testenv starts the real servers that rankd's tests run against:
-// Redis (a single server or a 3-master Redis Cluster) and a Kafka-protocol
-// broker.
+// Redis (a single server, a 3-master Redis Cluster, or a primary, a replica
+// and a sentinel: NewSentinel) and a Kafka-protocol broker.
 //
 // Each helper resolves its server in the same order:
 //
@@ -23,6 +23,7 @@
 // Without Main, child processes still die with the test binary on Linux
 // (they are started with a parent-death signal) but their temp dirs stay.
 // Tests that share a server isolate themselves with Prefix (Redis keys) and
-// Broker.Topic (topics and groups). Dedicated servers (NewRedis, NewKafka,
-// StartBrokerProcess) belong to one test and stop at its cleanup.
+// Broker.Topic (topics and groups). Dedicated servers (NewRedis, NewCluster,
+// NewSentinel, NewKafka, StartBrokerProcess) belong to one test and stop at
+// its cleanup.
 package testenv

@@ -57,6 +57,8 @@ type RedisServer struct {
 	// Set only when this package runs the process.
 	port int
 	dir  string
+	conf string   // config file, the first argument when set (sentinel.conf)
+	pass string   // the server's requirepass, sent before PING when waiting for it
 	args []string // redis-server arguments, without the port
 
 	mu   sync.Mutex
@@ -314,14 +316,18 @@ func (s *RedisServer) start() error {
 	if s.proc != nil && !s.proc.Exited() {
 		return nil
 	}
-	args := append([]string{"--port", strconv.Itoa(s.port)}, s.args...)
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(append(args, "--port", strconv.Itoa(s.port)), s.args...)
 	cmd := exec.Command("redis-server", args...)
 	cmd.Dir = s.dir
 	proc, err := proc.Start(cmd)
 	if err != nil {
 		return fmt.Errorf("starting redis-server: %w", err)
 	}
-	if err := waitRedis(s.addr, proc); err != nil {
+	if err := waitRedis(s.addr, s.pass, proc); err != nil {
 		proc.Stop(syscall.SIGKILL, redisStopGrace)
 		logTail, _ := os.ReadFile(redisLog(s.dir))
 		return fmt.Errorf("redis-server on %s: %w\n%s", s.addr, err, tail(string(logTail), 20))
@@ -331,24 +337,50 @@ func (s *RedisServer) start() error {
 }
 
 // shutdown sends sig to the process, if this package runs it, and waits for
-// it to exit.
+// it to exit. A paused process is continued first, so that it can act on
+// SIGTERM.
 func (s *RedisServer) shutdown(sig syscall.Signal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc != nil {
+		if !s.proc.Exited() {
+			_ = syscall.Kill(s.proc.PID(), syscall.SIGCONT)
+		}
 		s.proc.Stop(sig, redisStopGrace)
 	}
 }
 
-// waitRedis waits until the server at addr answers PING with PONG; it fails
-// early if proc exits.
-func waitRedis(addr string, proc *proc.Process) error {
+// Pause stops the server with SIGSTOP: it keeps its connections open but
+// answers nothing, as a hung host would, until Resume. Only servers this
+// package runs for one test (NewRedis, NewCluster, NewSentinel) can be
+// paused.
+func (s *RedisServer) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server with SIGCONT.
+func (s *RedisServer) Resume() error { return s.signal(syscall.SIGCONT) }
+
+// signal sends sig to the running process of a dedicated server.
+func (s *RedisServer) signal(sig syscall.Signal) error {
+	if !s.dedicated {
+		return errSharedRedis
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil || s.proc.Exited() {
+		return fmt.Errorf("testenv: redis-server on %s is not running", s.addr)
+	}
+	return syscall.Kill(s.proc.PID(), sig)
+}
+
+// waitRedis waits until the server at addr answers PING with PONG (after
+// AUTH with pass, when set); it fails early if proc exits.
+func waitRedis(addr, pass string, proc *proc.Process) error {
 	deadline := time.Now().Add(redisReadyTimeout)
 	for {
 		if proc.Exited() {
 			return fmt.Errorf("exited: %v", proc.Err())
 		}
-		if pingRedis(addr) == nil {
+		if pingRedisAuth(addr, pass) == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -360,17 +392,33 @@ func waitRedis(addr string, proc *proc.Process) error {
 
 // pingRedis sends one PING in RESP and expects +PONG (a loading server
 // answers -LOADING).
-func pingRedis(addr string) error {
+func pingRedis(addr string) error { return pingRedisAuth(addr, "") }
+
+// pingRedisAuth is pingRedis after AUTH pass, when pass is set.
+func pingRedisAuth(addr, pass string) error {
 	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	r := bufio.NewReader(conn)
+	if pass != "" {
+		if _, err := fmt.Fprintf(conn, "*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n", len(pass), pass); err != nil {
+			return err
+		}
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return err
+		}
+		if line != "+OK\r\n" {
+			return fmt.Errorf("AUTH answered %q", strings.TrimSpace(line))
+		}
+	}
 	if _, err := conn.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
 		return err
 	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
+	line, err := r.ReadString('\n')
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,8 @@ func loadConfig(t *testing.T, dir, kafka, redis string) *config.Config {
 // clearSecretEnv empties the environment variables of the secrets, so that
 // the tests read only what they set.
 func clearSecretEnv(t *testing.T) {
-	for _, k := range []string{"RANKD_REDIS_ADDR", "RANKD_REDIS_ADDRS", config.EnvRedisUsername, config.EnvRedisPassword,
+	for _, k := range []string{"RANKD_REDIS_ADDR", "RANKD_REDIS_ADDRS", config.EnvRedisSentinelAddrs, config.EnvRedisSentinelUsername,
+		config.EnvRedisSentinelPassword, config.EnvRedisUsername, config.EnvRedisPassword,
 		"RANKD_KAFKA_BROKERS", config.EnvKafkaSASLUsername, config.EnvKafkaSASLPassword, config.EnvHTTPToken} {
 		t.Setenv(k, "")
 	}
@@ -59,9 +60,12 @@ func clearSecretEnv(t *testing.T) {
 // the config's redis section.
 func newClient(cfg config.Redis) redis.UniversalClient {
 	opts := &redis.UniversalOptions{MaxRetries: -1}
-	if cfg.Cluster() {
+	switch {
+	case cfg.Sentinel.Enabled():
+		opts.MasterName, opts.Addrs = cfg.Sentinel.MasterName, cfg.Sentinel.Addrs
+	case cfg.Cluster():
 		opts.Addrs, opts.IsClusterMode = cfg.Addrs, true
-	} else {
+	default:
 		opts.Addrs = []string{cfg.Addr}
 	}
 	secure.ApplyRedis(cfg, opts)

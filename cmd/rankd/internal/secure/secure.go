@@ -37,9 +37,15 @@ import (
 
 // ApplyRedis sets the username, password and TLS of r on opts. A password
 // from a file is read again for every new connection (a rotated file is
-// picked up without a restart).
+// picked up without a restart). With redis.sentinel it also sets the
+// sentinels' username and password (read at load time: go-redis takes
+// them as fixed strings); the TLS config applies to the sentinels and to
+// the data nodes alike.
 func ApplyRedis(r config.Redis, opts *redis.UniversalOptions) {
 	opts.TLSConfig = r.TLS.ClientConfig()
+	if r.Sentinel.Enabled() {
+		opts.SentinelUsername, opts.SentinelPassword = r.Sentinel.Username, r.Sentinel.Password.Value()
+	}
 	if r.PasswordFile != "" {
 		opts.CredentialsProviderContext = func(context.Context) (string, string, error) {
 			user, pass, err := r.Credentials()
@@ -203,6 +209,11 @@ func Classify(service string, err error) *MisconfigError {
 		return me(fmt.Sprintf("the server refused the TLS handshake: it may require a client certificate it trusts (check %s.tls.cert_file, key_file)", service))
 	}
 	if service == "redis" {
+		// go-redis's failover client wraps the sentinels' answer.
+		if msg := err.Error(); strings.HasPrefix(msg, "redis: all sentinels specified in configuration are unreachable: ") &&
+			(strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOAUTH")) {
+			return me(fmt.Sprintf("the sentinels refused authentication (check redis.sentinel.username and %s or redis.sentinel.password_file)", config.EnvRedisSentinelPassword))
+		}
 		for _, p := range []string{"WRONGPASS", "NOAUTH", "NOPERM"} {
 			if redis.HasErrorPrefix(err, p) {
 				return me(fmt.Sprintf("authentication failed (check redis.username and %s or redis.password_file)", config.EnvRedisPassword))
@@ -280,12 +291,16 @@ func Probe(ctx context.Context, service string, check func(ctx context.Context) 
 
 // CheckRedis checks that rankd can use Redis with cfg's settings: with
 // TLS, a TLS handshake with each address (a plain server never answers
-// one: it waits for a line), then a PING of rdb (see Probe).
+// one: it waits for a line), the sentinels' with redis.sentinel, then a
+// PING of rdb (see Probe).
 func CheckRedis(ctx context.Context, rdb redis.UniversalClient, cfg config.Redis) error {
 	return Probe(ctx, "redis", func(ctx context.Context) error {
 		if tc := cfg.TLS.ClientConfig(); tc != nil {
 			addrs := cfg.Addrs
-			if !cfg.Cluster() {
+			switch {
+			case cfg.Sentinel.Enabled():
+				addrs = cfg.Sentinel.Addrs
+			case !cfg.Cluster():
 				addrs = []string{cfg.Addr}
 			}
 			for _, a := range addrs {
