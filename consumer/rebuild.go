@@ -48,6 +48,10 @@ type Rebuild struct {
 	// offsets, so that the stream time marks live consumption resumes from
 	// are exact there too. Empty: no split.
 	Group string
+	// DeadLetterTopic, if set, receives the dead letters of messages at or
+	// after the live group's committed offsets, which live consumption did
+	// not dead-letter (it stopped there when Redis lost what it knew).
+	DeadLetterTopic string
 	// RolloverLead: the rolling boards of the new generation are rolled
 	// over up to now + RolloverLead before the switch (rollover.lead).
 	RolloverLead time.Duration
@@ -207,6 +211,12 @@ func (r *Rebuild) Run(ctx context.Context, st *store.Store) (RebuildResult, erro
 	sink, err := NewRankingSink(r.Schemas, r.Router, build, r.sinkOptions()...)
 	if err != nil {
 		return RebuildResult{}, err
+	}
+	if r.DeadLetterTopic != "" {
+		dlq := newDeadLetterWriter(Config{Brokers: r.Replay.Brokers, Dialer: r.Replay.Dialer,
+			DeadLetterTopic: r.DeadLetterTopic, DeadLetterMaxBytes: DefaultDeadLetterMaxBytes})
+		defer dlq.Close()
+		r.Replay.DeadLetters = dlq.write
 	}
 	res, err := r.replay(ctx, ranges, sink)
 	if err != nil {

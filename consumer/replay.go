@@ -37,6 +37,10 @@ type ReplayConfig struct {
 	// read so far of the batch's topic (from From; skipped ones not
 	// counted). It must not block.
 	Progress func(topic string, done int64)
+	// DeadLetters, when set, writes the dead letters of messages at or
+	// after their range's DeadFrom (see PartitionRange); an error is
+	// retried with the batch.
+	DeadLetters func(ctx context.Context, dead []DeadLetter) error
 }
 
 func (c ReplayConfig) withDefaults() ReplayConfig {
@@ -63,6 +67,11 @@ type PartitionRange struct {
 	// stream time mark is written exactly there: the live group's committed
 	// offsets, from which live consumption resumes (see SplitAtCommitted).
 	Splits []int64
+	// DeadFrom is the offset from which the replay writes dead letters
+	// (ReplayConfig.DeadLetters): the live group's committed offset, below
+	// which live consumption wrote them (SplitAtCommitted). PlanReplay sets
+	// it to End: none.
+	DeadFrom int64
 }
 
 // SplitAtCommitted adds the committed offsets of lags (a live group's) to
@@ -70,6 +79,9 @@ type PartitionRange struct {
 func SplitAtCommitted(ranges []PartitionRange, lags []PartitionLag) {
 	for i := range ranges {
 		for _, l := range lags {
+			if l.Topic == ranges[i].Topic && l.Partition == ranges[i].Partition && l.Committed >= 0 && l.Committed < ranges[i].DeadFrom {
+				ranges[i].DeadFrom = l.Committed
+			}
 			if l.Topic == ranges[i].Topic && l.Partition == ranges[i].Partition && l.Committed > ranges[i].First {
 				ranges[i].Splits = append(ranges[i].Splits, l.Committed)
 			}
@@ -116,7 +128,7 @@ func PlanReplay(ctx context.Context, cfg ReplayConfig) ([]PartitionRange, error)
 			return nil, err
 		}
 		for _, po := range offs {
-			r := PartitionRange{Topic: tm.Name, Partition: po.Partition, First: po.FirstOffset, From: po.FirstOffset, End: po.LastOffset}
+			r := PartitionRange{Topic: tm.Name, Partition: po.Partition, First: po.FirstOffset, From: po.FirstOffset, End: po.LastOffset, DeadFrom: po.LastOffset}
 			if o, ok := from[po.Partition]; ok {
 				r.From = min(max(o, r.First), r.End)
 			}
@@ -198,8 +210,9 @@ type ReplayStats struct {
 // to Apply. At most cfg.Parallel partitions are applied at once. A
 // transient Apply error is retried with backoff until ctx ends; Replay
 // returns ctx's error then, or nil when every range is done. It writes no
-// dead letters and commits no offsets: a replay is a function of the
-// ranges.
+// dead letters (but those of messages from each range's DeadFrom on, to
+// cfg.DeadLetters: messages live consumption never dead-lettered) and
+// commits no offsets: a replay is a function of the ranges.
 func Replay(ctx context.Context, cfg ReplayConfig, ranges []PartitionRange, sink Replayer) (ReplayStats, error) {
 	cfg = cfg.withDefaults()
 	var (
@@ -303,7 +316,7 @@ func replayPartition(ctx context.Context, cfg ReplayConfig, r PartitionRange, si
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		err := applyReplayBatch(ctx, cfg, sink, batch, observing, report)
+		err := applyReplayBatch(ctx, cfg, sink, batch, observing, r.DeadFrom, report)
 		<-sem
 		if err != nil {
 			return err
@@ -312,7 +325,7 @@ func replayPartition(ctx context.Context, cfg ReplayConfig, r PartitionRange, si
 	return nil
 }
 
-func applyReplayBatch(ctx context.Context, cfg ReplayConfig, sink Replayer, batch []kafka.Message, observing bool,
+func applyReplayBatch(ctx context.Context, cfg ReplayConfig, sink Replayer, batch []kafka.Message, observing bool, deadFrom int64,
 	report func(applied, observed int64, dead []DeadLetter)) error {
 	for attempt := 1; ; attempt++ {
 		var err error
@@ -323,7 +336,18 @@ func applyReplayBatch(ctx context.Context, cfg ReplayConfig, sink Replayer, batc
 			}
 		} else {
 			var dead []DeadLetter
-			if dead, err = sink.Apply(ctx, batch); err == nil {
+			if dead, err = sink.Apply(ctx, batch); err == nil && cfg.DeadLetters != nil {
+				var write []DeadLetter
+				for _, d := range dead {
+					if d.Msg.Offset >= deadFrom {
+						write = append(write, d)
+					}
+				}
+				if len(write) > 0 {
+					err = cfg.DeadLetters(ctx, write)
+				}
+			}
+			if err == nil {
 				report(int64(len(batch)), 0, dead)
 				return nil
 			}

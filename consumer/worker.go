@@ -36,6 +36,10 @@ type worker struct {
 
 	haltMu sync.Mutex
 	halted map[partitionKey]string // partitions not read, with the reason
+
+	// committed is the offset this worker last committed per partition in
+	// the current generation (the assignment's is as of its start).
+	committed map[partitionKey]int64
 }
 
 // haltRecheck is how often a worker asks the sink again about the
@@ -160,6 +164,7 @@ func (w *worker) generation(ctx, gctx, hard context.Context, gen *kafka.Generati
 		return a.Partition - b.Partition
 	})
 	w.clearHalted()
+	w.committed = map[partitionKey]int64{}
 	f := newFeed(lctx, w.cfg, w.log)
 	defer f.close()
 	w.log.Debug("generation", "id", gen.ID, "partitions", len(as))
@@ -247,6 +252,7 @@ func (w *worker) commitAhead(lctx context.Context, gen *kafka.Generation, as []A
 		return
 	}
 	w.progress.Store(time.Now().UnixNano())
+	w.noteCommitted(offs)
 }
 
 // recheck asks the sink again about the halted partitions of as.
@@ -254,7 +260,11 @@ func (w *worker) recheck(lctx context.Context, f *feed, gen *kafka.Generation, a
 	w.haltMu.Lock()
 	var again []Assignment
 	for _, a := range as {
-		if _, ok := w.halted[partitionKey{a.Topic, a.Partition}]; ok {
+		k := partitionKey{a.Topic, a.Partition}
+		if _, ok := w.halted[k]; ok {
+			if c, ok := w.committed[k]; ok {
+				a.Committed = c
+			}
 			again = append(again, a)
 		}
 	}
@@ -501,6 +511,7 @@ func (w *worker) commit(lctx, hard context.Context, gen *kafka.Generation, b *ba
 		err := commitWithin(hard, w.cfg.CommitTimeout, func() error { return gen.CommitOffsets(offs) })
 		if err == nil {
 			w.progress.Store(time.Now().UnixNano())
+			w.noteCommitted(offs)
 			return nil
 		}
 		if hard.Err() != nil {
@@ -516,6 +527,17 @@ func (w *worker) commit(lctx, hard context.Context, gen *kafka.Generation, b *ba
 		w.log.Warn("committing offsets failed; retrying", "attempt", attempt, "err", err)
 		if !sleep(hard, backoff(attempt, w.cfg.RetryMin, w.cfg.RetryMax)) {
 			return fmt.Errorf("worker %d: applied batch of %d messages not committed within the shutdown timeout (it will be redelivered): %w", w.id, len(b.msgs), err)
+		}
+	}
+}
+
+// noteCommitted records offsets committed in the current generation.
+func (w *worker) noteCommitted(offs map[string]map[int]int64) {
+	w.haltMu.Lock()
+	defer w.haltMu.Unlock()
+	for topic, ps := range offs {
+		for p, o := range ps {
+			w.committed[partitionKey{topic, p}] = o
 		}
 	}
 }

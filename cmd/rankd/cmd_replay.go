@@ -150,7 +150,7 @@ func replayMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	view := newReplayProgress(ctx, f.progress, stdout, stderr, log)
 	rb := &consumer.Rebuild{
-		Replay: rc, Schemas: cfg.Schemas(), Router: router, Boards: boards, Group: cfg.Kafka.Group,
+		Replay: rc, Schemas: cfg.Schemas(), Router: router, Boards: boards, Group: cfg.Kafka.Group, DeadLetterTopic: cfg.Kafka.DeadLetterTopic,
 		RolloverLead: cfg.Rollover.Lead, LockTTL: f.lockTTL, LockWait: f.lockWait, DropAfter: f.dropAfter, KeepOld: f.keepOld,
 		Registry: reg, Logger: log, Observer: view,
 	}

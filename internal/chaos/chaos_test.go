@@ -310,14 +310,16 @@ func runChaos(t *testing.T, bin string, plan chaosPlan) {
 	}
 	for _, in := range c.instances {
 		out := in.output()
-		for _, bad := range []string{"panic:", "DATA RACE", "redis is behind kafka"} {
+		// No loss, so no rewind or halt: Redis runs with AOF fsynced on
+		// every write, and a kill, a restart or a pause loses nothing.
+		for _, bad := range []string{"panic:", "DATA RACE", "redis lost", "not applying the partition"} {
 			if i := strings.Index(out, bad); i >= 0 {
 				t.Errorf("%s printed %q:\n%s", in.name, bad, out[max(0, i-2000):min(len(out), i+3000)])
 			}
 		}
 	}
 	if behind > 0 {
-		t.Errorf("rankd_sink_partitions_behind = %v: rankd found Redis behind Kafka (Redis lost acknowledged writes?)", behind)
+		t.Errorf("rankd_sink_partitions_behind = %v: rankd halted partitions without a cause", behind)
 	}
 
 	// The checks.

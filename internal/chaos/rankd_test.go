@@ -260,3 +260,16 @@ func rssKiB(pid int) (int64, error) {
 	}
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }
+
+// ready returns the status code and body of the instance's /readyz (0 when
+// it does not answer).
+func (in *instance) ready() (int, string) {
+	client := &http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get(in.base + "/readyz")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}

@@ -216,6 +216,10 @@ func startLocalRedis(dir string, args []string, clusterBus bool) (*RedisServer, 
 // Addr returns the server's host:port.
 func (s *RedisServer) Addr() string { return s.addr }
 
+// Dir returns the server's working directory (its dump.rdb), "" when this
+// package does not run the process.
+func (s *RedisServer) Dir() string { return s.dir }
+
 // Client returns a client of the server, closed at t's cleanup.
 func (s *RedisServer) Client(t testing.TB) *redis.Client {
 	t.Helper()
