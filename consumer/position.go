@@ -78,6 +78,9 @@ func (s *RankingSink) lost(k partitionKey, from, until int64, why string) {
 	}
 	s.m.rewinds.Inc()
 	s.m.rewound.Add(float64(until - from))
+	if f, ok := s.store.(interface{ Forget() }); ok {
+		f.Forget() // its caches of Redis state may hold what Redis lost
+	}
 	s.log.Error("redis lost applied writes; re-applying them from kafka", "topic", k.topic, "partition", k.partition,
 		"from_offset", from, "to_offset", until, "evidence", why)
 	s.rewinding[k] = rewind{until: until, since: s.now()}

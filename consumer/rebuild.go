@@ -345,7 +345,7 @@ func (r *Rebuild) renewLock(ctx context.Context, cancel context.CancelCauseFunc,
 			return
 		case <-t.C:
 		}
-		err := st.LockReplay(ctx, token, r.LockTTL)
+		err := st.RenewReplay(ctx, token, r.LockTTL)
 		switch {
 		case err == nil:
 			failures = 0

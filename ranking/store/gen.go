@@ -262,6 +262,17 @@ func (s *Store) LockReplay(ctx context.Context, token string, ttl time.Duration)
 		time.UnixMilli(ms).UTC().Format(time.RFC3339))
 }
 
+// RenewReplay renews the replay lock held by token for ttl. It returns an
+// ErrReplayLock error when token does not hold it: another replay took it
+// after it expired, or Redis lost it (with whatever else the replay
+// wrote).
+func (s *Store) RenewReplay(ctx context.Context, token string, ttl time.Duration) error {
+	if _, err := s.gens(ctx, "renew", token, ttl.Milliseconds()); err != nil {
+		return lockErr("renewing the replay lock", err)
+	}
+	return nil
+}
+
 // UnlockReplay releases the replay lock if token holds it.
 func (s *Store) UnlockReplay(ctx context.Context, token string) error {
 	_, err := s.gens(ctx, "unlock", token)
@@ -311,7 +322,9 @@ func (s *Store) DimsCount(ctx context.Context, board string) (int64, error) {
 }
 
 // Switch makes generation g active for boards (those still building g),
-// in one atomic change. The replay lock must be held by token.
+// in one atomic change. The replay lock must be held by token, and every
+// board must still be building g (or have switched to it): otherwise
+// Redis lost the build's writes, and Switch fails with ErrReplayLock.
 func (s *Store) Switch(ctx context.Context, token string, g int, boards []string) error {
 	args := []any{"switch", token, strconv.Itoa(g)}
 	for _, b := range boards {
@@ -356,7 +369,7 @@ func (s *Store) MarkDropped(ctx context.Context, token, board string, g int) err
 }
 
 func lockErr(what string, err error) error {
-	if redis.HasErrorPrefix(err, "REPLAYLOCK") {
+	if redis.HasErrorPrefix(err, "REPLAYLOCK") || redis.HasErrorPrefix(err, "REPLAYLOST") {
 		return fmt.Errorf("%s: %w: %v", what, ErrReplayLock, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
@@ -488,4 +501,21 @@ func globEscape(s string) string {
 		sb.WriteByte(c)
 	}
 	return sb.String()
+}
+
+// Forget drops what the store caches of Redis state (the dims values it
+// registered, the generations and marks it read), so that the next writes
+// and reads go to Redis: the caller found that Redis lost writes.
+func (s *Store) Forget() {
+	s.forgetDims()
+	root := s
+	if s.root != nil {
+		root = s.root
+	}
+	root.genMu.Lock()
+	root.genCache, root.genAt = nil, time.Time{}
+	root.genMu.Unlock()
+	root.markMu.Lock()
+	root.markCache, root.markAt = nil, time.Time{}
+	root.markMu.Unlock()
 }

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -272,5 +273,44 @@ func TestRaisePositions(t *testing.T) {
 		if want == 100 && !tm.Equal(at) {
 			t.Errorf("partition %d: stream time %v, want %v", i, tm, at)
 		}
+	}
+}
+
+// TestReplayLockLost: a replay whose lock and build mark Redis lost can
+// neither renew the lock nor switch (it would switch nothing and report
+// success).
+func TestReplayLockLost(t *testing.T) {
+	ctx := t.Context()
+	b := &ranking.Board{Name: "tot", Window: ranking.WindowTotal}
+	rdb := testenv.Redis(t).Client(t)
+	prefix := testenv.Prefix(t)
+	s, err := store.New(rdb, []*ranking.Board{b}, store.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.LockReplay(ctx, "tok", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	g, _, err := s.BeginBuild(ctx, "tok", []string{"tot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RenewReplay(ctx, "tok", time.Minute); err != nil {
+		t.Fatalf("renewing a held lock: %v", err)
+	}
+	if err := rdb.Del(ctx, prefix+":gens").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RenewReplay(ctx, "tok", time.Minute); !errors.Is(err, store.ErrReplayLock) {
+		t.Fatalf("renewing a lost lock: %v, want ErrReplayLock", err)
+	}
+	if err := s.LockReplay(ctx, "tok", time.Minute); err != nil { // taken again, as a new replay would
+		t.Fatal(err)
+	}
+	if err := s.Switch(ctx, "tok", g, []string{"tot"}); !errors.Is(err, store.ErrReplayLock) {
+		t.Fatalf("switching to a build Redis lost: %v, want ErrReplayLock", err)
+	}
+	if gs, err := s.Generations(ctx); err != nil || gs["tot"].Active != 0 {
+		t.Fatalf("generations after the refused switch: %v, %v; want tot active 0", gs, err)
 	}
 }

@@ -12,12 +12,15 @@
 -- ARGV[1] = op:
 --   read                      -> flat list: next (0: none), then board, active, building (-1: none), ...
 --   lock token ttlMs          -> 1 when the lock is (now) ours, else the holder's "token|expires"
+--   renew token ttlMs         -> 1; error REPLAYLOCK when the lock is not ours (taken by
+--                                another, or gone: Redis lost it)
 --   unlock token              -> 1 when released
 --   build token board...      -> {new generation, board, previous b: (or -1), ...}; sets
 --                                b:<board> for each (the previous ones are left to the caller to drop)
 --   switch token gen board... -> 1; a:<board> = gen, b:<board> removed, the old
 --                                a: added to d:, for each board whose b: is gen
---                                (error when the lock is not ours)
+--                                (error when the lock is not ours, or REPLAYLOST when a
+--                                board's b: is not gen: Redis lost the build's mark)
 --   pending                   -> flat list: board, d: list
 --   dropped token board gen   -> 1; gen removed from d:<board>
 local key = KEYS[1]
@@ -73,6 +76,10 @@ elseif op == 'lock' then
   if h ~= nil and h ~= token then return redis.call('HGET', key, 'lock') end
   redis.call('HSET', key, 'lock', token .. '|' .. string.format('%d', now + ttl))
   return 1
+elseif op == 'renew' then
+  local e = mine(ARGV[2]); if e then return e end
+  redis.call('HSET', key, 'lock', ARGV[2] .. '|' .. string.format('%d', now + tonumber(ARGV[3])))
+  return 1
 elseif op == 'unlock' then
   if holder() == ARGV[2] then redis.call('HDEL', key, 'lock'); return 1 end
   return 0
@@ -91,6 +98,12 @@ elseif op == 'build' then
 elseif op == 'switch' then
   local e = mine(ARGV[2]); if e then return e end
   local g = ARGV[3]
+  for i = 4, #ARGV do
+    local b = ARGV[i]
+    if redis.call('HGET', key, 'b:' .. b) ~= g and redis.call('HGET', key, 'a:' .. b) ~= g then
+      return redis.error_reply('REPLAYLOST generation ' .. g .. ' of ' .. b .. ' is no longer being built: Redis lost writes')
+    end
+  end
   for i = 4, #ARGV do
     local b = ARGV[i]
     if redis.call('HGET', key, 'b:' .. b) == g then
