@@ -9,15 +9,10 @@ package main
 import (
 	"context"
 	"io"
-	"log/slog"
-	"net"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/rankd/rankd/cmd/rankd/internal/bench"
-	"github.com/rankd/rankd/config"
 )
 
 const benchHelp = `
@@ -92,19 +87,6 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, adju
 	if o.Events < 1 || o.RolloverMembers < 1 || o.Partitions < 1 || o.Workers < 1 || o.Batch < 1 {
 		return usagef("--events, --rollover-members, --partitions, --workers and --batch must be at least 1")
 	}
-	o.NewStack = func(cfg *config.Config, log *slog.Logger) (bench.Stack, error) {
-		s, err := newStack(cfg, log, groupTuning{})
-		if err != nil {
-			return nil, err
-		}
-		ln, err := s.listen()
-		if err != nil {
-			_ = s.rdb.Close()
-			return nil, err
-		}
-		return &benchStack{s: s, ln: ln}, nil
-	}
-	o.NewStore = newStore // the replay phase rebuilds the store as rankd replay does
 	if adjust != nil {
 		adjust(&o)
 	}
@@ -114,13 +96,3 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, adju
 	_, err = bench.Run(ctx, o)
 	return err
 }
-
-// benchStack is a stack for the benchmark.
-type benchStack struct {
-	s  *stack
-	ln net.Listener
-}
-
-func (b *benchStack) Run(ctx context.Context) error { return b.s.run(ctx, b.ln) }
-func (b *benchStack) HTTPAddr() string              { return b.ln.Addr().String() }
-func (b *benchStack) Metrics() prometheus.Gatherer  { return b.s.reg }

@@ -9,14 +9,10 @@ package main
 import (
 	"context"
 	"io"
-	"log/slog"
 	"math/rand/v2"
-	"net"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/devstack"
-	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/internal/workload"
-	"github.com/rankd/rankd/ranking/store"
 )
 
 const devHelp = `
@@ -64,20 +60,6 @@ func devMain(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	return devstack.Run(ctx, devstack.Options{
 		HTTPAddr: *httpAddr, Rate: *rate, TUI: !*noTUI, Workload: workloadSource(wl), Seed: wc.Seed,
-		NewApp: newDevApp, Log: log, Stdout: stdout, Stderr: stderr,
+		Log: log, Stdout: stdout, Stderr: stderr,
 	})
 }
-
-// newDevApp is the stack of `rankd run` for `rankd dev`.
-func newDevApp(cfg *config.Config, log *slog.Logger) (devstack.App, error) {
-	s, err := newStack(cfg, log, groupTuning{})
-	if err != nil {
-		return nil, err
-	}
-	return devApp{s}, nil
-}
-
-type devApp struct{ s *stack }
-
-func (a devApp) Store() *store.Store                            { return a.s.store }
-func (a devApp) Run(ctx context.Context, ln net.Listener) error { return a.s.run(ctx, ln) }

@@ -16,14 +16,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rankd/rankd/internal/assembly"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 
-	"github.com/rankd/rankd/cmd/rankd/internal/secure"
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
+	"github.com/rankd/rankd/internal/secure"
 )
 
 const replayHelp = `
@@ -119,7 +121,7 @@ func replayMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	default:
 		return usagef("--progress %q: want auto, bars, log or none", f.progress)
 	}
-	rc.Brokers, rc.Topics = cfg.Kafka.Brokers, replayTopics(cfg, boards)
+	rc.Brokers, rc.Topics = cfg.Kafka.Brokers, assembly.Topics(cfg, boards)
 	rc.Dialer = secure.KafkaDialer(cfg.Kafka) // TLS, SASL
 	rc.BatchCount, rc.Parallel = f.batch, f.parallel
 	if len(rc.Topics) == 0 {
@@ -163,9 +165,9 @@ func replayMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		replaySummary(stdout, res, time.Since(start), "dry run: nothing written (out_of_range needs the boards and is not judged)")
 		return nil
 	}
-	rdb := newRedis(cfg.Redis)
+	rdb := assembly.NewRedis(cfg.Redis)
 	defer rdb.Close()
-	st, err := newStore(cfg, rdb, log)
+	st, err := assembly.NewStore(cfg, rdb, log)
 	if err != nil {
 		return err
 	}
@@ -201,19 +203,6 @@ func replayBoards(cfg *config.Config, list string) ([]string, error) {
 		return nil, usagef("--boards %q names no board", list)
 	}
 	return out, nil
-}
-
-// replayTopics returns the Kafka topics whose routes feed boards.
-func replayTopics(cfg *config.Config, boards []string) []string {
-	var out []string
-	for _, r := range cfg.Routes {
-		if slices.ContainsFunc(r.Boards, func(b string) bool { return slices.Contains(boards, b) }) &&
-			!slices.Contains(out, r.Topic) {
-			out = append(out, r.Topic)
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 func stdinIsTerminal() bool { return isTerminal(os.Stdin) }

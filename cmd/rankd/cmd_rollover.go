@@ -6,6 +6,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/rankd/rankd/internal/assembly"
+
 	"github.com/rankd/rankd/ranking"
 )
 
@@ -50,9 +52,9 @@ func rolloverMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return nil
 	}
 
-	rdb := newRedis(cfg.Redis)
+	rdb := assembly.NewRedis(cfg.Redis)
 	defer rdb.Close()
-	store, err := newStore(cfg, rdb, log)
+	store, err := assembly.NewStore(cfg, rdb, log)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"strings"
+
+	"github.com/rankd/rankd/internal/assembly"
 )
 
 const runHelp = `
@@ -32,30 +34,30 @@ func runMain(ctx context.Context, args []string, _, stderr io.Writer) error {
 	cfgFlag := fs.String("config", "", "config `file` (default $RANKD_CONFIG)")
 	var lf logFlags
 	lf.register(fs, "json", "info")
-	var tune groupTuning
-	fs.DurationVar(&tune.sessionTimeout, "session-timeout", 0,
+	var tune assembly.Tuning
+	fs.DurationVar(&tune.SessionTimeout, "session-timeout", 0,
 		"consumer group session timeout: how long a crashed instance keeps its partitions (0: kafka.session_timeout)")
-	fs.DurationVar(&tune.heartbeatInterval, "heartbeat-interval", 0,
+	fs.DurationVar(&tune.HeartbeatInterval, "heartbeat-interval", 0,
 		"consumer group heartbeat interval, well below --session-timeout (0: kafka.heartbeat_interval)")
-	fs.DurationVar(&tune.rebalanceTimeout, "rebalance-timeout", 0,
+	fs.DurationVar(&tune.RebalanceTimeout, "rebalance-timeout", 0,
 		"how long a rebalance waits for members to rejoin (0: kafka.rebalance_timeout)")
-	fs.DurationVar(&tune.shutdownTimeout, "shutdown-timeout", 0,
+	fs.DurationVar(&tune.ShutdownTimeout, "shutdown-timeout", 0,
 		"on SIGINT/SIGTERM, time allowed to apply and commit the batch in hand (0: kafka.shutdown_timeout)")
 	cfg, log, path, err := setup(fs, args, cfgFlag, &lf, stderr)
 	if err != nil {
 		return err
 	}
-	s, err := newStack(cfg, log, tune)
+	s, err := assembly.New(cfg, log, tune)
 	if err != nil {
 		return err
 	}
-	if err := preflight(ctx, cfg, s.rdb, log); err != nil { // secure.go
-		_ = s.rdb.Close()
+	if err := assembly.Preflight(ctx, cfg, s.Redis(), log); err != nil {
+		_ = s.Close()
 		return err
 	}
-	ln, err := s.listen()
+	ln, err := s.Listen()
 	if err != nil {
-		_ = s.rdb.Close()
+		_ = s.Close()
 		return err
 	}
 	redisAddr := cfg.Redis.Addr
@@ -68,8 +70,8 @@ func runMain(ctx context.Context, args []string, _, stderr io.Writer) error {
 	log.Info("rankd running", "config", path, "brokers", strings.Join(cfg.Kafka.Brokers, ","),
 		"group", cfg.Kafka.Group, "topics", strings.Join(cfg.Kafka.Topics, ","), "workers", cfg.Kafka.Workers,
 		"redis", redisAddr, "cluster", cfg.Redis.Cluster(), "prefix", cfg.Redis.Prefix,
-		"http", ln.Addr().String(), "metrics_http", metricsAddr(s.mln), "boards", len(cfg.Boards()))
-	err = s.run(ctx, ln)
+		"http", ln.Addr().String(), "metrics_http", s.MetricsAddr(), "boards", len(cfg.Boards()))
+	err = s.Run(ctx, ln)
 	if err != nil {
 		return err
 	}

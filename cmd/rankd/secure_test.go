@@ -19,8 +19,9 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/rankd/rankd/cmd/rankd/internal/secure"
 	"github.com/rankd/rankd/config"
+	"github.com/rankd/rankd/internal/assembly"
+	"github.com/rankd/rankd/internal/secure"
 	"github.com/rankd/rankd/internal/testenv"
 	"github.com/rankd/rankd/ranking/store"
 )
@@ -462,9 +463,9 @@ func TestSecureRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rdb := newRedis(cfg.Redis)
+		rdb := assembly.NewRedis(cfg.Redis)
 		defer rdb.Close()
-		st, err := newStore(cfg, rdb, slog.New(slog.DiscardHandler))
+		st, err := assembly.NewStore(cfg, rdb, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,8 +11,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rankd/rankd/cmd/rankd/internal/secure"
 	"github.com/rankd/rankd/config"
+	"github.com/rankd/rankd/internal/assembly"
+	"github.com/rankd/rankd/internal/secure"
 	"github.com/rankd/rankd/internal/testenv"
 )
 
@@ -72,7 +73,7 @@ func TestConfigCheckSentinel(t *testing.T) {
 }
 
 // TestSentinelFailover: the client rankd builds from a redis.sentinel
-// config (newRedis), with the sentinel's password from
+// config (assembly.NewRedis), with the sentinel's password from
 // RANKD_REDIS_SENTINEL_PASSWORD, writes to the primary; after the primary
 // is killed with SIGKILL and Sentinel promotes the replica, the same
 // client, not recreated, writes to the new primary.
@@ -100,7 +101,7 @@ func TestSentinelFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	noPass := newRedis(cfg.Redis)
+	noPass := assembly.NewRedis(cfg.Redis)
 	if err := noPass.Set(ctx, "k", "v", 0).Err(); err == nil {
 		t.Error("a client without the sentinel's password wrote")
 	} else if me := secure.Classify("redis", err); me == nil || !strings.Contains(me.Error(),
@@ -113,10 +114,10 @@ func TestSentinelFailover(t *testing.T) {
 	if cfg, err = config.Load(path); err != nil {
 		t.Fatal(err)
 	}
-	rdb := newRedis(cfg.Redis)
+	rdb := assembly.NewRedis(cfg.Redis)
 	defer rdb.Close()
 	if _, ok := rdb.(*redis.Client); !ok {
-		t.Fatalf("newRedis returned a %T for a sentinel config, want go-redis's failover *redis.Client", rdb)
+		t.Fatalf("assembly.NewRedis returned a %T for a sentinel config, want go-redis's failover *redis.Client", rdb)
 	}
 
 	old, err := s.Master(ctx)

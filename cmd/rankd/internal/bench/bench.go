@@ -34,14 +34,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/servers"
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
-	"github.com/rankd/rankd/ranking/store"
 )
 
 // The phases, in the order they run.
@@ -57,26 +55,6 @@ const (
 
 // Phases lists the phases in the order they run.
 var Phases = []string{PhaseNaive, PhaseSeed, PhaseRankd, PhaseMemory, PhaseReplay, PhaseLatency, PhaseRollover}
-
-// Stack is a rankd stack as `rankd run` wires it from a config: consumer,
-// ranking sink, rollover and finality timers, HTTP API.
-type Stack interface {
-	// Run consumes and serves until ctx is done; it returns nil after a
-	// clean stop.
-	Run(ctx context.Context) error
-	// HTTPAddr is the host:port the HTTP API listens on (open before Run).
-	HTTPAddr() string
-	// Metrics gathers the stack's Prometheus metrics.
-	Metrics() prometheus.Gatherer
-}
-
-// NewStack wires a stack from cfg; it connects to nothing yet and opens
-// the HTTP listener (cfg.HTTP.Listen).
-type NewStack func(cfg *config.Config, log *slog.Logger) (Stack, error)
-
-// NewStore builds the store of cfg's boards on rdb as `rankd run` and
-// `rankd replay` build it (the replay phase rebuilds it).
-type NewStore func(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger) (*store.Store, error)
 
 // CheckEnv is what Options.Check gets.
 type CheckEnv struct {
@@ -134,11 +112,6 @@ type Options struct {
 	Stdout, Stderr io.Writer
 	// Log receives rankd's logs; default: warnings and errors to Stderr.
 	Log *slog.Logger
-	// NewStack wires the rankd stack; required.
-	NewStack NewStack
-	// NewStore builds the store the replay phase rebuilds; required unless
-	// that phase is skipped.
-	NewStore NewStore
 	// Check, if set, is called after the rankd drain and after the replay
 	// (phase PhaseRankd or PhaseReplay) with the boards in Redis, before
 	// anything else changes them; an error stops the run.
@@ -223,8 +196,6 @@ func (o Options) Validate() error {
 	}
 	check(!slices.Contains(o.Skip, PhaseRankd) || slices.Contains(o.Skip, PhaseMemory),
 		"the %s phase measures what the %s drain leaves: skip it too", PhaseMemory, PhaseRankd)
-	check(o.NewStack != nil, "no NewStack")
-	check(o.NewStore != nil || o.skipped(PhaseReplay), "no NewStore (the %s phase needs it)", PhaseReplay)
 	return errors.Join(errs...)
 }
 

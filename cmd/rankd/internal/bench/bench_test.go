@@ -3,27 +3,14 @@ package bench
 import (
 	"bytes"
 	"errors"
-	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/servers"
-	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/internal/testenv"
-	"github.com/rankd/rankd/ranking/store"
 )
-
-// noStack is a NewStack for runs that skip every phase needing rankd.
-func noStack(*config.Config, *slog.Logger) (Stack, error) {
-	return nil, errors.New("no stack in this test")
-}
-
-// noStore is a NewStore for runs that skip the replay.
-func noStore(*config.Config, redis.UniversalClient, *slog.Logger) (*store.Store, error) {
-	return nil, errors.New("no store in this test")
-}
 
 func startRedis(t *testing.T) *servers.Redis {
 	t.Helper()
@@ -50,7 +37,7 @@ func TestGivenServers(t *testing.T) {
 	r := startRedis(t)
 	var out bytes.Buffer
 	o := Options{Events: 3000, NaiveEvents: 300, Brokers: []string{b.Addr()}, Redis: r.Addr(), Stdout: &out, Stderr: &out,
-		Skip: []string{PhaseRankd, PhaseMemory, PhaseReplay, PhaseLatency, PhaseRollover}, NewStack: noStack}
+		Skip: []string{PhaseRankd, PhaseMemory, PhaseReplay, PhaseLatency, PhaseRollover}}
 	res, err := Run(t.Context(), o)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
@@ -90,16 +77,14 @@ func TestValidate(t *testing.T) {
 		o    Options
 		want string
 	}{
-		{Options{NewStack: noStack, NewStore: noStore}, ""},
-		{Options{}, "no NewStack"},
-		{Options{NewStack: noStack}, "no NewStore (the replay phase needs it)"},
-		{Options{NewStack: noStack, Skip: []string{PhaseReplay}}, ""},
-		{Options{NewStack: noStack, Events: 10, NaiveEvents: 11}, "naive events 11: at most the events (10)"},
-		{Options{NewStack: noStack, NaiveEvents: DefaultEvents + 1}, "at most the events"},
-		{Options{NewStack: noStack, Skip: []string{"drain"}}, `skip "drain": not a phase`},
-		{Options{NewStack: noStack, Skip: []string{PhaseRankd}}, "the memory phase measures what the rankd drain leaves"},
-		{Options{NewStack: noStack, NewStore: noStore, Skip: []string{PhaseRankd, PhaseMemory}}, ""},
-		{Options{NewStack: noStack, Events: -1}, "events -1"},
+		{Options{}, ""},
+		{Options{Skip: []string{PhaseReplay}}, ""},
+		{Options{Events: 10, NaiveEvents: 11}, "naive events 11: at most the events (10)"},
+		{Options{NaiveEvents: DefaultEvents + 1}, "at most the events"},
+		{Options{Skip: []string{"drain"}}, `skip "drain": not a phase`},
+		{Options{Skip: []string{PhaseRankd}}, "the memory phase measures what the rankd drain leaves"},
+		{Options{Skip: []string{PhaseRankd, PhaseMemory}}, ""},
+		{Options{Events: -1}, "events -1"},
 	} {
 		err := tt.o.Validate()
 		if (err == nil) != (tt.want == "") || (err != nil && !strings.Contains(err.Error(), tt.want)) {

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rankd/rankd/internal/assembly"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
@@ -28,7 +31,8 @@ const (
 
 // runningStack is a started stack.
 type runningStack struct {
-	Stack
+	*assembly.Stack
+	ln     net.Listener
 	cancel context.CancelFunc
 	done   chan error
 	once   sync.Once
@@ -37,15 +41,23 @@ type runningStack struct {
 
 // startStack wires the stack of cfg and runs it.
 func (e *env) startStack(ctx context.Context, cfg *config.Config) (*runningStack, error) {
-	s, err := e.o.NewStack(cfg, e.o.Log)
+	s, err := assembly.New(cfg, e.o.Log, assembly.Tuning{})
 	if err != nil {
 		return nil, err
 	}
+	ln, err := s.Listen()
+	if err != nil {
+		_ = s.Close()
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	rs := &runningStack{Stack: s, cancel: cancel, done: make(chan error, 1)}
-	go func() { rs.done <- s.Run(ctx) }()
+	rs := &runningStack{Stack: s, ln: ln, cancel: cancel, done: make(chan error, 1)}
+	go func() { rs.done <- s.Run(ctx, ln) }()
 	return rs, nil
 }
+
+// HTTPAddr is the host:port the stack's HTTP API listens on.
+func (rs *runningStack) HTTPAddr() string { return rs.ln.Addr().String() }
 
 // stop stops the stack and returns its error; it may be called again.
 func (rs *runningStack) stop() error {

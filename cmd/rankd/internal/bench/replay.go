@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rankd/rankd/internal/assembly"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rankd/rankd/consumer"
@@ -42,7 +44,7 @@ func (e *env) replay(ctx context.Context) (*Replay, error) {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: e.redisAddr, MaxRetries: -1})
 	defer rdb.Close()
-	st, err := e.o.NewStore(cfg, rdb, e.o.Log)
+	st, err := assembly.NewStore(cfg, rdb, e.o.Log)
 	if err != nil {
 		return nil, err
 	}

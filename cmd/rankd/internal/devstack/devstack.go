@@ -22,26 +22,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rankd/rankd/internal/assembly"
+
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/produce"
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/ranking"
-	"github.com/rankd/rankd/ranking/store"
 )
 
 // Boards are the boards the dev screen shows.
 var Boards = []string{"anchor_hot_30m", "anchor_7d"}
-
-// App is the rankd that dev runs against its embedded servers: the
-// consumer, the rollover timer and the HTTP API of `rankd run`.
-type App interface {
-	// Store is the store of the config's boards, for the dev screen.
-	Store() *store.Store
-	// Run serves on ln and consumes until ctx is done or a part fails;
-	// it releases everything the App holds when it returns.
-	Run(ctx context.Context, ln net.Listener) error
-}
 
 // Options configure Run.
 type Options struct {
@@ -56,12 +47,9 @@ type Options struct {
 	// banner.
 	Workload produce.Source
 	Seed     int64
-	// NewApp wires the rankd of cfg (the example config with the
-	// addresses of the embedded servers); it connects to nothing yet.
-	NewApp func(cfg *config.Config, log *slog.Logger) (App, error)
-	Log    *slog.Logger
-	Stdout io.Writer // banner and screen
-	Stderr io.Writer // problems while stopping
+	Log      *slog.Logger
+	Stdout   io.Writer // banner and screen
+	Stderr   io.Writer // problems while stopping
 }
 
 // Run runs `rankd dev` until ctx is done, then stops everything it
@@ -99,7 +87,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("http listen: %w (another rankd dev running? try --http 127.0.0.1:8081)", err)
 	}
-	app, err := o.NewApp(cfg, o.Log)
+	app, err := assembly.New(cfg, o.Log, assembly.Tuning{})
 	if err != nil {
 		ln.Close()
 		return err

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rankd/rankd/cmd/rankd/internal/secure"
 	"github.com/rankd/rankd/config"
+	"github.com/rankd/rankd/internal/secure"
 )
 
 // TestBearer: only the exact token passes; the scheme is case-insensitive

@@ -13,8 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rankd/rankd/cmd/rankd/internal/secure"
 	"github.com/rankd/rankd/config"
+	"github.com/rankd/rankd/internal/secure"
 	"github.com/rankd/rankd/internal/testenv"
 )
 
