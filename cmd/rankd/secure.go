@@ -82,10 +82,10 @@ func (q *quietPinger) Ping(ctx context.Context) error {
 // only) is returned, to stop with a clear error instead of retrying
 // forever; an outage is logged and rankd starts anyway (its clients retry
 // and /readyz says not ready). It also logs the settings that weaken
-// security (config.Warnings).
+// security or that a broker at its defaults refuses (config.Warnings).
 func preflight(ctx context.Context, cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger) error {
 	for _, w := range cfg.Warnings() {
-		log.Warn("insecure setting: " + strings.TrimPrefix(w, "warning: "))
+		log.Warn("config: " + strings.TrimPrefix(w, "warning: "))
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
