@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -77,5 +81,226 @@ func TestGroupRefusesShortSessionTimeout(t *testing.T) {
 	}
 	if n := len(gen.Assignments["t"]); n != 2 {
 		t.Errorf("session timeout 6s: %d partitions assigned, want 2", n)
+	}
+}
+
+// killableDialer dials the broker for one simulated process; kill closes
+// every connection it made and fails every later dial, as SIGKILL would:
+// the member sends no LeaveGroup and no heartbeat again.
+type killableDialer struct {
+	mu    sync.Mutex
+	dead  bool
+	conns []net.Conn
+}
+
+func (d *killableDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.dead {
+		return nil, errors.New("killed")
+	}
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err == nil {
+		d.conns = append(d.conns, conn)
+	}
+	return conn, err
+}
+
+func (d *killableDialer) kill() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.dead = true
+	for _, c := range d.conns {
+		_ = c.Close()
+	}
+}
+
+// groupMember is one kafka-go ConsumerGroup that takes every generation it
+// is given and holds it until the group rebalances.
+type groupMember struct {
+	cg     *kafka.ConsumerGroup
+	dialer *killableDialer
+
+	mu   sync.Mutex
+	gens []memberGen
+	errs []error
+}
+
+type memberGen struct {
+	at         time.Time
+	id         int32
+	partitions int
+}
+
+func startGroupMember(t *testing.T, addrs []string, group, topic string, session, heartbeat, rebalance time.Duration) *groupMember {
+	m := &groupMember{dialer: &killableDialer{}}
+	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
+		ID: group, Brokers: addrs, Topics: []string{topic},
+		SessionTimeout: session, HeartbeatInterval: heartbeat, RebalanceTimeout: rebalance,
+		JoinGroupBackoff: 100 * time.Millisecond,
+		Dialer:           &kafka.Dialer{DialFunc: m.dialer.dial, Timeout: 5 * time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.cg = cg
+	go func() {
+		for {
+			gen, err := cg.Next(context.Background())
+			if errors.Is(err, kafka.ErrGroupClosed) {
+				return
+			}
+			m.mu.Lock()
+			if err != nil {
+				m.errs = append(m.errs, err)
+			} else {
+				n := 0
+				for _, ps := range gen.Assignments {
+					n += len(ps)
+				}
+				m.gens = append(m.gens, memberGen{at: time.Now(), id: gen.ID, partitions: n})
+			}
+			m.mu.Unlock()
+		}
+	}()
+	// Close without waiting: a killed member's ConsumerGroup may sit in a
+	// dial that fails, which Close ends.
+	t.Cleanup(func() { go cg.Close() })
+	return m
+}
+
+// lastGen returns the member's latest generation.
+func (m *groupMember) lastGen() (memberGen, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.gens) == 0 {
+		return memberGen{}, false
+	}
+	return m.gens[len(m.gens)-1], true
+}
+
+func (m *groupMember) errors() []error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]error(nil), m.errs...)
+}
+
+// TestGroupCrashLoop: members that join and are killed (no LeaveGroup, no
+// heartbeat again) while the group rebalances, again and again, as a
+// crash-looping instance would. After the last kill the surviving member
+// must hold every partition within the rebalance timeout plus the session
+// timeout (plus slack), as Kafka's coordinator bounds it: a dead member
+// expires by its session timeout, even during a rebalance, and a rebalance
+// ends at the rebalance timeout, whoever keeps joining.
+//
+// kfake alone fails it about every other run (RANKD_KFAKE_DEAD_MEMBERS=1
+// runs it so): the survivor, parked in JoinGroup, is expired by its stale
+// session timer and waits for its join to time out (recovery 5-8 s), or a
+// member killed while its join was parked stays in the Stable group for
+// good, holding its partitions. Package kgroup, which testenv's brokers
+// run, restores Kafka's bounds (recovery about 1 s).
+func TestGroupCrashLoop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash loop: about 10 s")
+	}
+	t.Parallel()
+	const (
+		partitions = 6
+		session    = time.Second
+		heartbeat  = 100 * time.Millisecond
+		rebalance  = 2 * time.Second
+		kills      = 6
+		slack      = 2 * time.Second
+	)
+	raw := os.Getenv("RANKD_KFAKE_DEAD_MEMBERS") == "1"
+	broker := NewKafka(t, KafkaOptions{SeedTopics: map[string]int{"crash": partitions}, KfakeDeadMembers: raw})
+	runGroupCrashLoop(t, broker, partitions, session, heartbeat, rebalance, kills, slack)
+	if broker.reaper != nil {
+		t.Logf("the harness (kgroup): %+v", broker.reaper.Stats())
+	}
+}
+
+func runGroupCrashLoop(t *testing.T, broker *Broker, partitions int, session, heartbeat, rebalance time.Duration, kills int, slack time.Duration) {
+	addrs := broker.Addrs()
+	const group, topic = "crash-loop", "crash"
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+
+	// The largest group the coordinator held, and its states.
+	var maxMembers int
+	var lastState string
+	var watchMu sync.Mutex
+	if broker.cluster != nil {
+		stop := make(chan struct{})
+		t.Cleanup(func() { close(stop) })
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				if gi := broker.cluster.GroupInfo(group); gi != nil {
+					watchMu.Lock()
+					maxMembers = max(maxMembers, len(gi.Members))
+					if st := fmt.Sprintf("%s gen %d, %d members", gi.State, gi.Epoch, len(gi.Members)); st != lastState {
+						lastState = st
+						t.Logf("%s group %s", time.Now().Format("05.000"), st)
+					}
+					watchMu.Unlock()
+				}
+			}
+		}()
+		defer func() {
+			watchMu.Lock()
+			defer watchMu.Unlock()
+			t.Logf("the group had at most %d members", maxMembers)
+		}()
+	}
+
+	survivor := startGroupMember(t, addrs, group, topic, session, heartbeat, rebalance)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if g, ok := survivor.lastGen(); ok && g.partitions == partitions {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the first member holds no generation with %d partitions after 30s; errors %v", partitions, survivor.errors())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// The crash loop: a member starts, joins (the group rebalances) and is
+	// killed 0.05-1.5 s later, mostly in the middle of the rebalance; the
+	// next starts 0-0.5 s after.
+	var lastKill time.Time
+	for i := range kills {
+		v := startGroupMember(t, addrs, group, topic, session, heartbeat, rebalance)
+		time.Sleep(time.Duration(50+rng.IntN(1450)) * time.Millisecond)
+		v.dialer.kill()
+		lastKill = time.Now()
+		t.Logf("%s kill", lastKill.Format("05.000"))
+		g, _ := v.lastGen()
+		t.Logf("kill %d: the victim had generation %d (%d partitions); the survivor %d errors so far", i+1, g.id, g.partitions, len(survivor.errors()))
+		time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond)
+	}
+
+	bound := rebalance + session + slack
+	limit := time.Now().Add(bound + 60*time.Second) // measure past the bound, to report how long it took
+	for {
+		if g, ok := survivor.lastGen(); ok && g.at.After(lastKill) && g.partitions == partitions {
+			took := g.at.Sub(lastKill)
+			t.Logf("the survivor holds all %d partitions (generation %d) %.2fs after the last kill (bound %v = rebalance timeout %v + session timeout %v + slack %v)",
+				partitions, g.id, took.Seconds(), bound, rebalance, session, slack)
+			if took > bound {
+				t.Errorf("recovered %.2fs after the last kill, beyond %v", took.Seconds(), bound)
+			}
+			return
+		}
+		if time.Now().After(limit) {
+			g, _ := survivor.lastGen()
+			t.Fatalf("the survivor holds no generation with all %d partitions %v after the last kill (last generation %d at %v with %d partitions); its errors: %v",
+				partitions, time.Since(lastKill).Round(time.Second), g.id, g.at.Sub(lastKill).Round(time.Millisecond), g.partitions, survivor.errors())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
