@@ -304,3 +304,77 @@ func runGroupCrashLoop(t *testing.T, broker *Broker, partitions int, session, he
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestGroupRebalanceEndsAtTimeout: a rebalance ends at the rebalance
+// timeout from its start, removing the members that did not rejoin, even
+// while new members keep joining. kfake restarts its rebalance timer on
+// every join (package kgroup, defect 3), so there a dead member with a
+// long session timeout holds the group in PreparingRebalance until the
+// joins stop; the harness ends it on time.
+func TestGroupRebalanceEndsAtTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 5 s")
+	}
+	t.Parallel()
+	const (
+		session   = 30 * time.Second // the dead member is not expired during the test
+		heartbeat = 100 * time.Millisecond
+		rebalance = time.Second
+		slack     = time.Second
+		topic     = "rebal"
+	)
+	raw := os.Getenv("RANKD_KFAKE_DEAD_MEMBERS") == "1"
+	broker := NewKafka(t, KafkaOptions{SeedTopics: map[string]int{topic: 6}, KfakeDeadMembers: raw})
+	addrs := broker.Addrs()
+	group := "rebal"
+	a := startGroupMember(t, addrs, group, topic, session, heartbeat, rebalance)
+	dead := startGroupMember(t, addrs, group, topic, session, heartbeat, rebalance)
+	waitFor := func(what string, cond func() bool) {
+		deadline := time.Now().Add(20 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 20s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("two members share the partitions", func() bool {
+		ga, _ := a.lastGen()
+		gd, _ := dead.lastGen()
+		return ga.partitions == 3 && gd.partitions == 3 && ga.id == gd.id
+	})
+	before, _ := a.lastGen()
+	dead.dialer.kill()
+
+	// Members join one after the other, each restarting kfake's timer;
+	// meanwhile the coordinator's generation is watched: it is bumped when
+	// the rebalance ends.
+	start := time.Now()
+	ended := make(chan time.Time, 1)
+	go func() {
+		for time.Since(start) < 20*time.Second {
+			if gi := broker.cluster.GroupInfo(group); gi != nil && gi.Epoch > before.id {
+				ended <- time.Now()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(ended)
+	}()
+	for range 5 {
+		startGroupMember(t, addrs, group, topic, session, heartbeat, rebalance)
+		time.Sleep(600 * time.Millisecond)
+	}
+	at, ok := <-ended
+	if !ok {
+		t.Fatal("the rebalance did not end within 20s")
+	}
+	took := at.Sub(start)
+	t.Logf("the rebalance ended %.2fs after the first join (rebalance timeout %v)", took.Seconds(), rebalance)
+	if took > rebalance+slack {
+		t.Errorf("the rebalance ended %.2fs after it began, beyond the rebalance timeout %v + %v", took.Seconds(), rebalance, slack)
+	}
+	if broker.reaper != nil {
+		t.Logf("the harness (kgroup): %+v", broker.reaper.Stats())
+	}
+}

@@ -3,8 +3,9 @@
 // coordinator, so that tests see Kafka's bounds on a rebalance.
 //
 // The defects (kfake v0.0.0-20260918054303-01f206a7e32c, the newest the Go
-// module proxy serves; pkg/kfake/groups.go), each seen in
-// testenv.TestGroupCrashLoop:
+// module proxy serves; pkg/kfake/groups.go), shown by testenv's
+// TestGroupCrashLoop (1, 2) and TestGroupRebalanceEndsAtTimeout (3) when
+// RANKD_KFAKE_DEAD_MEMBERS=1 turns this package off:
 //
 //  1. A dead member is never expired. (*group).reply starts the member's
 //     session timer (updateHeartbeat) only if the response could be handed
