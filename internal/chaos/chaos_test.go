@@ -101,8 +101,9 @@ type chaosPlan struct {
 	// of that many SIGKILLs of one instance, 1-2 s apart (crashLoop).
 	crashLoop int
 	// defaultTimings runs the instances with rankd's default group
-	// timings instead of shortGroupTimings.
+	// timings instead of shortGroupTimings, or with groupArgs if set.
 	defaultTimings bool
+	groupArgs      []string
 	// measure replaces the fault schedule by one of each instance fault,
 	// measured (measureRecovery).
 	measure bool
@@ -178,13 +179,16 @@ func TestChaos(t *testing.T) {
 // (session 10s, heartbeat 1s, rebalance 10s), the recovery from one
 // SIGKILL, one SIGTERM, a restart within the session timeout and a crash
 // loop, for docs/recovery.md; RANKD_CHAOS=recovery runs it (a few
-// minutes).
+// minutes). RANKD_RECOVERY_ARGS adds `rankd run` flags, for example
+// "--session-timeout 6s" to measure other timings.
 func TestRecoveryDefaults(t *testing.T) {
 	if os.Getenv("RANKD_CHAOS") != "recovery" {
 		t.Skip("RANKD_CHAOS=recovery measures the recoveries with rankd's default group timings (minutes)")
 	}
 	bin := testenv.BuildRankd(t)
-	runChaos(t, bin, chaosPlan{measure: true, defaultTimings: true, rate: 2000, planned: 4 * time.Minute})
+	args := strings.Fields(os.Getenv("RANKD_RECOVERY_ARGS"))
+	t.Logf("rankd run flags: %q (the rest: rankd's defaults, session 10s, heartbeat 1s, rebalance 10s)", args)
+	runChaos(t, bin, chaosPlan{measure: true, defaultTimings: true, groupArgs: args, rate: 2000, planned: 4 * time.Minute})
 }
 
 // fault is one injected fault and its recovery.
@@ -266,7 +270,7 @@ func runChaos(t *testing.T, bin string, plan chaosPlan) {
 		}
 		timings := shortGroupTimings
 		if plan.defaultTimings {
-			timings = nil
+			timings = plan.groupArgs
 		}
 		c.instances = append(c.instances, newInstance(t, fmt.Sprintf("rankd%d", i+1), bin, path, listen, timings...))
 	}
@@ -469,14 +473,28 @@ type recoveryWatch struct {
 	at    time.Time // when the recovery was seen
 	err   error
 	parts map[partKey]time.Time // when each partition was seen past its end
+	// stall is each partition's longest time without its committed
+	// offset moving while messages waited, within the watch.
+	stall map[partKey]time.Duration
 }
 
 func (c *chaos) watchRecovery(before offsetSnap, since time.Time, what string) *recoveryWatch {
-	w := &recoveryWatch{done: make(chan struct{}), parts: make(map[partKey]time.Time)}
+	return c.watchRecoveryFor(before, since, what, 0)
+}
+
+// watchRecoveryFor is watchRecovery that goes on watching the stalls at
+// least for window from since, even once recovered.
+func (c *chaos) watchRecoveryFor(before offsetSnap, since time.Time, what string, window time.Duration) *recoveryWatch {
+	w := &recoveryWatch{done: make(chan struct{}), parts: make(map[partKey]time.Time), stall: make(map[partKey]time.Duration)}
 	go func() {
 		defer close(w.done)
 		var last offsetSnap
 		var lastErr error
+		moved := make(map[partKey]time.Time) // when the committed offset last moved, or nothing waited
+		committed := make(map[partKey]int64)
+		for k := range before.end {
+			moved[k], committed[k] = since, before.committed[k]
+		}
 		for {
 			s, err := c.off.read(c.t.Context())
 			if err == nil {
@@ -484,9 +502,15 @@ func (c *chaos) watchRecovery(before offsetSnap, since time.Time, what string) *
 					if _, ok := w.parts[k]; !ok && s.committed[k] > e {
 						w.parts[k] = s.at
 					}
+					if s.committed[k] != committed[k] || s.committed[k] >= s.end[k] {
+						committed[k], moved[k] = s.committed[k], s.at
+					}
+					w.stall[k] = max(w.stall[k], s.at.Sub(moved[k]))
 				}
-				if s.progressedPast(before) {
+				if w.at.IsZero() && s.progressedPast(before) {
 					w.at = s.at
+				}
+				if !w.at.IsZero() && s.at.Sub(since) >= window {
 					return
 				}
 				last = s

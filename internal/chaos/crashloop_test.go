@@ -16,25 +16,33 @@ import (
 // crashLoopSlack. Then the instance starts again, and the run goes on to
 // the drain and the exact comparison of every board.
 
-// partSpread describes when each partition recovered, from the injection:
-// the first, the median, the last, and how many took longer than 2 s.
+// partSpread describes, over the partitions, when each recovered from the
+// injection (first, median, last) and its longest stall (the time its
+// committed offset stood still while messages waited) until every
+// partition recovered: shortest, median, longest, and how many stalled
+// over 2 s.
 func partSpread(w *recoveryWatch, injected time.Time) string {
-	var ds []time.Duration
+	var ds, stalls []time.Duration
 	for _, at := range w.parts {
 		ds = append(ds, at.Sub(injected))
 	}
-	if len(ds) == 0 {
+	for _, d := range w.stall {
+		stalls = append(stalls, d)
+	}
+	if len(ds) == 0 || len(stalls) == 0 {
 		return "no partition"
 	}
 	slices.Sort(ds)
+	slices.Sort(stalls)
 	slow := 0
-	for _, d := range ds {
+	for _, d := range stalls {
 		if d > 2*time.Second {
 			slow++
 		}
 	}
-	return fmt.Sprintf("partitions: first %.2fs, median %.2fs, last %.2fs; %d of %d over 2s",
-		ds[0].Seconds(), ds[len(ds)/2].Seconds(), ds[len(ds)-1].Seconds(), slow, len(ds))
+	return fmt.Sprintf("partitions recovered: first %.2fs, median %.2fs, last %.2fs; longest stall per partition: shortest %.2fs, median %.2fs, longest %.2fs, %d of %d over 2s",
+		ds[0].Seconds(), ds[len(ds)/2].Seconds(), ds[len(ds)-1].Seconds(),
+		stalls[0].Seconds(), stalls[len(stalls)/2].Seconds(), stalls[len(stalls)-1].Seconds(), slow, len(stalls))
 }
 
 // crashLoop runs the crash loop with kills SIGKILLs and checks the
@@ -103,8 +111,12 @@ func (c *chaos) crashLoop(kills int, bound time.Duration) fault {
 func (c *chaos) measureRecovery() {
 	t := c.t
 	settle := func() { time.Sleep(3 * time.Second) }
-	measure := func(what string, before offsetSnap, since time.Time) time.Duration {
-		w := c.watchRecovery(before, since, what)
+	measure := func(what string, before offsetSnap, since time.Time, w *recoveryWatch) time.Duration {
+		if w == nil {
+			// Watched 15 s at least: the stalls of a start come after
+			// the instance joins.
+			w = c.watchRecoveryFor(before, since, what, 15*time.Second)
+		}
 		at, err := w.wait(c)
 		if err != nil {
 			c.failWithLogs("%v", err)
@@ -130,7 +142,7 @@ func (c *chaos) measureRecovery() {
 				c.failWithLogs("%s: exit %d after SIGTERM (%v), want 0", in.name, code, err)
 			}
 		}
-		d := measure(what, before, injected)
+		d := measure(what, before, injected, nil)
 		c.faults = append(c.faults, fault{kind: kind, target: in.name, at: injected.Sub(c.start), recovery: d, outage: d})
 		settle()
 		before = c.snapshot()
@@ -139,13 +151,14 @@ func (c *chaos) measureRecovery() {
 			t.Fatal(err)
 		}
 		c.down = nil
-		measure("start of "+in.name, before, started)
+		measure("start of "+in.name, before, started, nil)
 	}
 
 	settle()
 	in := pick()
 	before := c.snapshot()
 	injected := time.Now()
+	w := c.watchRecoveryFor(before, injected, "SIGKILL + start 2s later", 15*time.Second)
 	c.down = in
 	in.kill()
 	time.Sleep(2 * time.Second)
@@ -154,7 +167,7 @@ func (c *chaos) measureRecovery() {
 	}
 	c.down = nil
 	restarted := time.Now()
-	d := measure("SIGKILL + start 2s later", before, injected)
+	d := measure("SIGKILL + start 2s later", before, injected, w)
 	c.faults = append(c.faults, fault{kind: faultKill, target: in.name, at: injected.Sub(c.start), recovery: d,
 		outage: restarted.Sub(injected), afterFix: d - restarted.Sub(injected), note: "(restart within the session timeout)"})
 
