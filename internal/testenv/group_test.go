@@ -378,3 +378,68 @@ func TestGroupRebalanceEndsAtTimeout(t *testing.T) {
 		t.Logf("the harness (kgroup): %+v", broker.reaper.Stats())
 	}
 }
+
+// TestGroupDeadMemberExpires: a member killed while its JoinGroup is
+// parked must leave the group by its session timeout. On kfake alone it
+// stays in the Stable group for good, with no session timer, holding its
+// partitions (package kgroup, defect 1; RANKD_KFAKE_DEAD_MEMBERS=1 shows
+// it).
+func TestGroupDeadMemberExpires(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 5 s")
+	}
+	t.Parallel()
+	const (
+		session   = 2 * time.Second
+		heartbeat = 500 * time.Millisecond // the survivor rejoins well after the kill
+		rebalance = 10 * time.Second
+		slack     = 2 * time.Second
+		topic     = "dead"
+		group     = "dead"
+	)
+	raw := os.Getenv("RANKD_KFAKE_DEAD_MEMBERS") == "1"
+	broker := NewKafka(t, KafkaOptions{SeedTopics: map[string]int{topic: 6}, KfakeDeadMembers: raw})
+	addrs := broker.Addrs()
+	s := startGroupMember(t, addrs, group, topic, session, heartbeat, rebalance)
+	deadline := time.Now().Add(20 * time.Second)
+	for g, _ := s.lastGen(); g.partitions != 6; g, _ = s.lastGen() {
+		if time.Now().After(deadline) {
+			t.Fatal("the first member holds no generation with 6 partitions after 20s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// A second member joins and is killed while its JoinGroup waits for
+	// the first member to rejoin.
+	m := startGroupMember(t, addrs, group, topic, session, heartbeat, rebalance)
+	for {
+		if gi := broker.cluster.GroupInfo(group); gi != nil && len(gi.Members) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second member did not join within 20s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	m.dialer.kill()
+	killed := time.Now()
+
+	bound := heartbeat + session + slack
+	for {
+		if g, ok := s.lastGen(); ok && g.at.After(killed) && g.partitions == 6 {
+			t.Logf("the first member holds all 6 partitions again %.2fs after the kill (generation %d; bound %v = heartbeat + session timeout + %v)",
+				g.at.Sub(killed).Seconds(), g.id, bound, slack)
+			break
+		}
+		if time.Since(killed) > bound {
+			gi := broker.cluster.GroupInfo(group)
+			g, _ := s.lastGen()
+			t.Fatalf("%v after the kill the first member holds %d partitions (generation %d); the group: %s, generation %d, %d members",
+				bound, g.partitions, g.id, gi.State, gi.Epoch, len(gi.Members))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if broker.reaper != nil {
+		t.Logf("the harness (kgroup): %+v", broker.reaper.Stats())
+	}
+}

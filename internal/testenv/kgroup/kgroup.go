@@ -57,6 +57,9 @@ const (
 	keepAliveInterval = 200 * time.Millisecond
 )
 
+// keepAlive turns (2) on; a test turns it off to see (1) alone.
+var keepAlive = true
+
 // Reaper applies Kafka's session and rebalance timeouts to a kfake
 // cluster's classic consumer groups.
 type Reaper struct {
@@ -254,7 +257,7 @@ func (r *Reaper) check(name string) {
 		case "PreparingRebalance":
 			parked := m.kind == kmsg.JoinGroup.Int16() && m.joinGen == gi.Epoch
 			switch {
-			case parked && now.Sub(m.keptAt) > keepAliveInterval: // (2)
+			case parked && keepAlive && now.Sub(m.keptAt) > keepAliveInterval: // (2)
 				keep = append(keep, mi.MemberID)
 			case !parked && rebalanceOver: // (3)
 				leave = append(leave, mi.MemberID)
@@ -262,7 +265,7 @@ func (r *Reaper) check(name string) {
 			}
 		case "CompletingRebalance":
 			parked := m.kind == kmsg.SyncGroup.Int16() && m.syncGen == gi.Epoch
-			if parked && now.Sub(m.keptAt) > keepAliveInterval { // (2)
+			if parked && keepAlive && now.Sub(m.keptAt) > keepAliveInterval { // (2)
 				keep = append(keep, mi.MemberID)
 			}
 		}
