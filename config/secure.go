@@ -436,10 +436,21 @@ func (l *loader) validateTLS(t *TLS, path string) {
 	t.config = c
 }
 
-// Warnings returns the settings that work but weaken security, for the
-// log at startup and `rankd config check`; each starts with "warning: ".
+// KafkaMinSessionTimeout is Kafka's default group.min.session.timeout.ms:
+// a broker left at its default refuses a JoinGroup with a shorter session
+// timeout (INVALID_SESSION_TIMEOUT), so the group is never joined.
+const KafkaMinSessionTimeout = 6 * time.Second
+
+// Warnings returns the settings that work but weaken security or may not
+// work with every broker, for the log at startup and `rankd config check`;
+// each starts with "warning: ".
 func (c *Config) Warnings() []string {
 	var w []string
+	if c.Kafka.SessionTimeout > 0 && c.Kafka.SessionTimeout < KafkaMinSessionTimeout {
+		w = append(w, fmt.Sprintf("warning: kafka.session_timeout %v is below %v, Kafka's default group.min.session.timeout.ms: "+
+			"such a broker refuses the join (INVALID_SESSION_TIMEOUT) and rankd never consumes; lower the broker's minimum or raise the timeout",
+			c.Kafka.SessionTimeout, KafkaMinSessionTimeout))
+	}
 	if c.Redis.TLS.Enabled && c.Redis.TLS.InsecureSkipVerify {
 		w = append(w, "warning: redis.tls.insecure_skip_verify: the Redis server's certificate is not checked")
 	}

@@ -351,3 +351,33 @@ func TestSecretNeverPrinted(t *testing.T) {
 		t.Error("Value does not return the secret")
 	}
 }
+
+// TestSessionTimeoutWarning: a session timeout below Kafka's default
+// group.min.session.timeout.ms (6 s) is accepted but warned about, since
+// such a broker refuses the join.
+func TestSessionTimeoutWarning(t *testing.T) {
+	clearSecureEnv(t)
+	for _, tt := range []struct {
+		timeout string
+		want    []string
+	}{
+		{"", nil}, // the default, 10s
+		{"6s", nil},
+		{"5999ms", []string{"warning: kafka.session_timeout 5.999s is below 6s, Kafka's default group.min.session.timeout.ms: " +
+			"such a broker refuses the join (INVALID_SESSION_TIMEOUT) and rankd never consumes; lower the broker's minimum or raise the timeout"}},
+		{"1s", []string{"warning: kafka.session_timeout 1s is below 6s, Kafka's default group.min.session.timeout.ms: " +
+			"such a broker refuses the join (INVALID_SESSION_TIMEOUT) and rankd never consumes; lower the broker's minimum or raise the timeout"}},
+	} {
+		src := secureBase
+		if tt.timeout != "" {
+			src = strings.Replace(src, "  brokers: [k:9092]\n", "  brokers: [k:9092]\n  session_timeout: "+tt.timeout+"\n  heartbeat_interval: 100ms\n", 1)
+		}
+		c, err := LoadBytes("t.yaml", []byte(src))
+		if err != nil {
+			t.Fatalf("session_timeout %q: %v", tt.timeout, err)
+		}
+		if got := c.Warnings(); !slices.Equal(got, tt.want) {
+			t.Errorf("session_timeout %q: warnings\n got %q\nwant %q", tt.timeout, got, tt.want)
+		}
+	}
+}

@@ -371,3 +371,28 @@ func testVersion(t *testing.T, bin string) {
 		t.Errorf("revision %s is not a commit of this repository: %v", rev, err)
 	}
 }
+
+// TestConfigCheckSessionTimeoutWarning: `config check` prints the warning
+// of a session timeout that a broker at Kafka's defaults refuses.
+func TestConfigCheckSessionTimeoutWarning(t *testing.T) {
+	src := strings.Replace(string(config.Example()), "  session_timeout: 10s", "  session_timeout: 1s ", 1)
+	src = strings.Replace(src, "  heartbeat_interval: 1s", "  heartbeat_interval: 100ms", 1)
+	if !strings.Contains(src, "session_timeout: 1s ") || !strings.Contains(src, "heartbeat_interval: 100ms") {
+		t.Fatal("the example has no kafka.session_timeout 10s and heartbeat_interval 1s to change")
+	}
+	path := writeFile(t, "rankd.yaml", src)
+	code, stdout, stderr := runCLI(t, "config", "check", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	want := "          warning: kafka.session_timeout 1s is below 6s, Kafka's default group.min.session.timeout.ms: " +
+		"such a broker refuses the join (INVALID_SESSION_TIMEOUT) and rankd never consumes; lower the broker's minimum or raise the timeout\n"
+	if !strings.Contains(stdout, want) {
+		t.Errorf("output lacks %q:\n%s", want, stdout)
+	}
+	// The example itself (default 10s) has no such warning.
+	path = writeFile(t, "default.yaml", string(config.Example()))
+	if _, stdout, _ := runCLI(t, "config", "check", path); strings.Contains(stdout, "session_timeout") {
+		t.Errorf("warning with the default session timeout:\n%s", stdout)
+	}
+}

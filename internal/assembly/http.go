@@ -84,7 +84,7 @@ func (q *quietPinger) Ping(ctx context.Context) error {
 // security (config.Warnings).
 func Preflight(ctx context.Context, cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger) error {
 	for _, w := range cfg.Warnings() {
-		log.Warn("insecure setting: " + strings.TrimPrefix(w, "warning: "))
+		log.Warn("config: " + strings.TrimPrefix(w, "warning: "))
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()

@@ -53,9 +53,27 @@ const (
 	faultBroker faultKind = "broker"
 	faultRedis  faultKind = "redis"
 	faultPause  faultKind = "pause"
+	// crashloop: one instance SIGKILLed again and again during the
+	// rebalances its restarts cause (chaosPlan.crashLoop); not scheduled.
+	faultCrashLoop faultKind = "crashloop"
 )
 
-var faultKinds = []faultKind{faultKill, faultTerm, faultBroker, faultRedis, faultPause}
+var faultKinds = []faultKind{faultKill, faultTerm, faultBroker, faultRedis, faultPause, faultCrashLoop}
+
+// shortGroupTimings are the group timings of the chaos instances unless a
+// plan asks for rankd's defaults: recoveries of about a second, so that a
+// run injects many faults. The crash-loop bound is computed from them.
+var shortGroupTimings = []string{"--session-timeout", "1s", "--heartbeat-interval", "100ms", "--rebalance-timeout", "1s"}
+
+const (
+	shortSession   = time.Second
+	shortRebalance = time.Second
+	// crashLoopSlack is what rankd may add to the group's bound (rebalance
+	// timeout + session timeout) before every partition commits again: a
+	// fetch, a batch's linger, applying it to Redis and the commit, under
+	// -race on 2 cores with the producer and 3 instances.
+	crashLoopSlack = 3 * time.Second
+)
 
 const (
 	chaosPartitions = 6
@@ -79,6 +97,16 @@ type chaosPlan struct {
 	// the cluster-node-timeout (5 s), or the other masters mark it failed
 	// and refuse every write until twice the timeout has passed.
 	pauseMin, pauseMax time.Duration
+	// crashLoop, if positive, replaces the fault schedule by a crash loop
+	// of that many SIGKILLs of one instance, 1-2 s apart (crashLoop).
+	crashLoop int
+	// defaultTimings runs the instances with rankd's default group
+	// timings instead of shortGroupTimings, or with groupArgs if set.
+	defaultTimings bool
+	groupArgs      []string
+	// measure replaces the fault schedule by one of each instance fault,
+	// measured (measureRecovery).
+	measure bool
 }
 
 // chaosRate is the producer's rate: well below what three instances apply
@@ -137,7 +165,30 @@ func TestChaos(t *testing.T) {
 		}
 		runChaos(t, bin, plan)
 	})
+	t.Run("crashloop", func(t *testing.T) {
+		plan := chaosPlan{crashLoop: 5, rate: chaosRate(), planned: 40 * time.Second}
+		if long() {
+			plan.crashLoop, plan.planned = 25, 2*time.Minute
+		}
+		runChaos(t, bin, plan)
+	})
 	t.Run("overload", func(t *testing.T) { runOverload(t, bin) })
+}
+
+// TestRecoveryDefaults measures, with rankd's default group timings
+// (session 10s, heartbeat 1s, rebalance 10s), the recovery from one
+// SIGKILL, one SIGTERM, a restart within the session timeout and a crash
+// loop, for docs/recovery.md; RANKD_CHAOS=recovery runs it (a few
+// minutes). RANKD_RECOVERY_ARGS adds `rankd run` flags, for example
+// "--session-timeout 6s" to measure other timings.
+func TestRecoveryDefaults(t *testing.T) {
+	if os.Getenv("RANKD_CHAOS") != "recovery" {
+		t.Skip("RANKD_CHAOS=recovery measures the recoveries with rankd's default group timings (minutes)")
+	}
+	bin := testenv.BuildRankd(t)
+	args := strings.Fields(os.Getenv("RANKD_RECOVERY_ARGS"))
+	t.Logf("rankd run flags: %q (the rest: rankd's defaults, session 10s, heartbeat 1s, rebalance 10s)", args)
+	runChaos(t, bin, chaosPlan{measure: true, defaultTimings: true, groupArgs: args, rate: 2000, planned: 4 * time.Minute})
 }
 
 // fault is one injected fault and its recovery.
@@ -178,6 +229,7 @@ type chaos struct {
 	off       *offsetReader
 	start     time.Time
 	faults    []fault
+	down      *instance // an instance kept down on purpose, not checked by checkAlive
 }
 
 func runChaos(t *testing.T, bin string, plan chaosPlan) {
@@ -185,7 +237,8 @@ func runChaos(t *testing.T, bin string, plan chaosPlan) {
 	c := &chaos{t: t, plan: plan, rng: rand.New(rand.NewPCG(uint64(seed), 0xc4a05))}
 
 	c.broker = testenv.StartBrokerProcess(t, testenv.BrokerProcessOptions{
-		Topics: append(append([]string(nil), chaosTopics...), chaosDLQ), Partitions: chaosPartitions})
+		Topics: append(append([]string(nil), chaosTopics...), chaosDLQ), Partitions: chaosPartitions,
+		KfakeDeadMembers: os.Getenv("RANKD_KFAKE_DEAD_MEMBERS") == "1"})
 	brokers := c.broker.Addrs()
 	var redisAddrs []string
 	var rdb redis.UniversalClient
@@ -215,8 +268,11 @@ func runChaos(t *testing.T, bin string, plan chaosPlan) {
 				t.Fatal(err)
 			}
 		}
-		c.instances = append(c.instances, newInstance(t, fmt.Sprintf("rankd%d", i+1), bin, path, listen,
-			"--session-timeout", "1s", "--heartbeat-interval", "100ms", "--rebalance-timeout", "1s"))
+		timings := shortGroupTimings
+		if plan.defaultTimings {
+			timings = plan.groupArgs
+		}
+		c.instances = append(c.instances, newInstance(t, fmt.Sprintf("rankd%d", i+1), bin, path, listen, timings...))
 	}
 	c.off = newOffsetReader(t, brokers, cfg.Kafka.Group, chaosTopics)
 
@@ -258,6 +314,13 @@ func runChaos(t *testing.T, bin string, plan chaosPlan) {
 	}
 	c.rng.Shuffle(len(schedule), func(i, j int) { schedule[i], schedule[j] = schedule[j], schedule[i] })
 	c.start = time.Now()
+	switch {
+	case plan.measure:
+		c.measureRecovery()
+	case plan.crashLoop > 0:
+		f := c.crashLoop(plan.crashLoop, shortRebalance+shortSession+crashLoopSlack)
+		c.faults = append(c.faults, f)
+	}
 	for i, kind := range schedule {
 		time.Sleep(time.Duration(500+c.rng.IntN(2500)) * time.Millisecond)
 		c.checkAlive()
@@ -360,6 +423,9 @@ func runChaos(t *testing.T, bin string, plan chaosPlan) {
 	fmt.Fprintf(tw, "broker SIGKILL + restart\t%d\n", counts[faultBroker])
 	fmt.Fprintf(tw, "Redis SIGKILL + restart\t%d\n", counts[faultRedis])
 	fmt.Fprintf(tw, "Redis SIGSTOP .. SIGCONT\t%d (%v-%v)\n", counts[faultPause], plan.pauseMin, plan.pauseMax)
+	if plan.crashLoop > 0 {
+		fmt.Fprintf(tw, "crash loop\t%d SIGKILLs of one instance 1-2 s apart, during the rebalances its restarts cause\n", plan.crashLoop)
+	}
 	st := wl.stats
 	fmt.Fprintf(tw, "produced\t%d messages acknowledged at %.0f/s (%d fresh events, %d duplicates, %d disordered, %d late, %d bad); %d writes retried\n",
 		prod.acknowledged(), plan.rate, st.Fresh, st.Dups, st.Disordered, st.Late, st.Bad, prod.retries.Load())
@@ -405,22 +471,48 @@ func (c *chaos) snapshot() offsetSnap {
 // fault is repaired, for the moment every partition has committed beyond
 // the log end it had before the fault.
 type recoveryWatch struct {
-	done chan struct{}
-	at   time.Time // when the recovery was seen
-	err  error
+	done  chan struct{}
+	at    time.Time // when the recovery was seen
+	err   error
+	parts map[partKey]time.Time // when each partition was seen past its end
+	// stall is each partition's longest time without its committed
+	// offset moving while messages waited, within the watch.
+	stall map[partKey]time.Duration
 }
 
 func (c *chaos) watchRecovery(before offsetSnap, since time.Time, what string) *recoveryWatch {
-	w := &recoveryWatch{done: make(chan struct{})}
+	return c.watchRecoveryFor(before, since, what, 0)
+}
+
+// watchRecoveryFor is watchRecovery that goes on watching the stalls at
+// least for window from since, even once recovered.
+func (c *chaos) watchRecoveryFor(before offsetSnap, since time.Time, what string, window time.Duration) *recoveryWatch {
+	w := &recoveryWatch{done: make(chan struct{}), parts: make(map[partKey]time.Time), stall: make(map[partKey]time.Duration)}
 	go func() {
 		defer close(w.done)
 		var last offsetSnap
 		var lastErr error
+		moved := make(map[partKey]time.Time) // when the committed offset last moved, or nothing waited
+		committed := make(map[partKey]int64)
+		for k := range before.end {
+			moved[k], committed[k] = since, before.committed[k]
+		}
 		for {
 			s, err := c.off.read(c.t.Context())
 			if err == nil {
-				if s.progressedPast(before) {
+				for k, e := range before.end {
+					if _, ok := w.parts[k]; !ok && s.committed[k] > e {
+						w.parts[k] = s.at
+					}
+					if s.committed[k] != committed[k] || s.committed[k] >= s.end[k] {
+						committed[k], moved[k] = s.committed[k], s.at
+					}
+					w.stall[k] = max(w.stall[k], s.at.Sub(moved[k]))
+				}
+				if w.at.IsZero() && s.progressedPast(before) {
 					w.at = s.at
+				}
+				if !w.at.IsZero() && s.at.Sub(since) >= window {
 					return
 				}
 				last = s
@@ -459,7 +551,7 @@ func (w *recoveryWatch) wait(c *chaos) (time.Time, error) {
 // checkAlive fails the test if an instance that should run has exited.
 func (c *chaos) checkAlive() {
 	for _, in := range c.instances {
-		if in.runs > 0 && !in.running() {
+		if in.runs > 0 && !in.running() && in != c.down {
 			c.failWithLogs("%s exited by itself: %v", in.name, in.exitErr())
 		}
 	}

@@ -36,6 +36,9 @@ type BrokerProcessOptions struct {
 	// Partitions is the partition count of Topics and of auto-created
 	// topics. Zero means 6.
 	Partitions int
+
+	// KfakeDeadMembers: see KafkaOptions.KfakeDeadMembers.
+	KfakeDeadMembers bool
 }
 
 // BrokerProcess is a Kafka-protocol broker running as a child process (the
@@ -66,6 +69,9 @@ func StartBrokerProcess(t testing.TB, opts BrokerProcessOptions) *BrokerProcess 
 		opts.Partitions = defaultPartitions
 	}
 	args := []string{"-data-dir", opts.DataDir, "-partitions", strconv.Itoa(opts.Partitions)}
+	if opts.KfakeDeadMembers {
+		args = append(args, "-kfake-dead-members")
+	}
 	if len(opts.Topics) > 0 {
 		args = append(args, "-topics", strings.Join(opts.Topics, ","))
 	}

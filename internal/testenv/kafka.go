@@ -16,6 +16,8 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tckafka "github.com/testcontainers/testcontainers-go/modules/kafka"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/rankd/rankd/internal/testenv/kgroup"
 )
 
 const (
@@ -48,6 +50,13 @@ type KafkaOptions struct {
 	// Partitions is the partition count of auto-created topics and of
 	// CreateTopic with 0 partitions. Zero means 6.
 	Partitions int
+
+	// KfakeDeadMembers leaves kfake's group coordinator as it is: a member
+	// killed while its JoinGroup or SyncGroup is parked may then stay in
+	// the group for good, holding its partitions (see package kgroup). By
+	// default the broker expires such members by their session timeout,
+	// as Kafka does; only a test showing the defect sets this.
+	KfakeDeadMembers bool
 }
 
 // Broker is a Kafka-protocol broker for tests: franz-go's kfake in process,
@@ -63,6 +72,7 @@ type Broker struct {
 	opts      KafkaOptions
 	dedicated bool
 	extra     []kfake.Opt // TLS and SASL (NewSecureKafka)
+	reaper    *kgroup.Reaper
 }
 
 var sharedKafka struct {
@@ -168,6 +178,10 @@ func (b *Broker) startKfake(port int) error {
 		return fmt.Errorf("starting kfake broker: %w", err)
 	}
 	b.cluster = c
+	b.reaper = nil
+	if !b.opts.KfakeDeadMembers {
+		b.reaper = kgroup.ExpireDeadMembers(c)
+	}
 	if b.addrs == nil { // a restart keeps the port, and so the addresses
 		b.addrs = c.ListenAddrs()
 	}
@@ -178,6 +192,9 @@ func (b *Broker) startKfake(port int) error {
 func (b *Broker) close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.reaper != nil {
+		b.reaper.Stop()
+	}
 	if b.cluster != nil {
 		b.cluster.Close()
 	}
@@ -202,6 +219,9 @@ func (b *Broker) Restart() error {
 	port, err := strconv.Atoi(p)
 	if err != nil {
 		return err
+	}
+	if b.reaper != nil {
+		b.reaper.Stop()
 	}
 	b.cluster.Close()
 	return b.startKfake(port)

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/rankd/rankd/internal/testenv/kgroup"
 )
 
 func main() {
@@ -35,6 +37,8 @@ func run() error {
 	topics := flag.String("topics", "", "comma-separated topics to create at first start")
 	partitions := flag.Int("partitions", 6, "partitions of created and auto-created topics")
 	minSession := flag.Duration("min-session-timeout", 100*time.Millisecond, "smallest group session timeout accepted")
+	deadMembers := flag.Bool("kfake-dead-members", false,
+		"keep kfake's defect: a member killed while its join or sync is parked stays in its group for good (default: expired by its session timeout, as Kafka does)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -58,6 +62,10 @@ func run() error {
 		return err
 	}
 	defer c.Close()
+	if !*deadMembers {
+		r := kgroup.ExpireDeadMembers(c)
+		defer r.Stop()
+	}
 
 	fmt.Printf("listening %s\n", c.ListenAddrs()[0])
 	<-ctx.Done()
