@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/rankd/rankd/internal/testenv"
 )
@@ -156,5 +159,31 @@ func (f *fixture) restore(snap map[string]string) {
 		if err := f.rdb.Restore(ctx, k, 0, v).Err(); err != nil {
 			f.t.Fatal(err)
 		}
+	}
+}
+
+// TestRefusedSessionTimeout: a broker whose group.min.session.timeout.ms is
+// above the configured session timeout refuses every join; Run returns at
+// once with an error naming the setting instead of retrying for ever.
+func TestRefusedSessionTimeout(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"), kfake.GroupMinSessionTimeout(6*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cons, err := New(Config{Brokers: c.ListenAddrs(), Group: "g", Topics: []string{"t"}, Workers: 1,
+		SessionTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond, RebalanceTimeout: time.Second,
+		LagInterval: -1}, SinkFunc(func(context.Context, []kafka.Message) ([]DeadLetter, error) { return nil, nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	err = cons.Run(ctx)
+	if !errors.Is(err, kafka.InvalidSessionTimeout) || !strings.Contains(err.Error(), "kafka.session_timeout 1s") {
+		t.Fatalf("Run = %v, want an error naming kafka.session_timeout and wrapping InvalidSessionTimeout", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Run returned only when its context ended")
 	}
 }
