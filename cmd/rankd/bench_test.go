@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/spf13/pflag"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/bench"
 	"github.com/rankd/rankd/internal/oracle"
@@ -52,7 +53,13 @@ func TestBench(t *testing.T) {
 		return nil
 	}
 	var stdout, stderr bytes.Buffer
-	err := runBench(t.Context(), args, &stdout, &stderr, func(o *bench.Options) { o.Check = check })
+	c := spec{use: "bench", flags: func(fs *pflag.FlagSet) runFunc {
+		return benchFlags(fs, func(o *bench.Options) { o.Check = check })
+	}}.command()
+	c.SetArgs(args)
+	c.SetOut(&stdout)
+	c.SetErr(&stderr)
+	err := c.ExecuteContext(t.Context())
 	t.Logf("rankd bench %s:\n%s", strings.Join(args, " "), stdout.String())
 	if err != nil {
 		t.Fatalf("rankd bench: %v\nstderr:\n%s", err, stderr.String())

@@ -3,14 +3,14 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
-	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rankd/rankd/config"
 )
@@ -22,92 +22,116 @@ const (
 	exitUsage   = 2 // bad flags or arguments, an invalid config file
 )
 
-// command is one subcommand. Its main returns nil, a *usageError (exit 2)
-// or any other error (exit 1); flag.ErrHelp means --help was printed.
-type command struct {
-	name    string
-	summary string
-	main    func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+// runFunc runs a command once its flags are parsed. It returns nil, a
+// *usageError (exit 2) or any other error (exit 1).
+type runFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+
+// spec is one subcommand: flags declares its flags on fs (bound to its
+// options) and returns what runs once they are parsed.
+type spec struct {
+	use, short, long string
+	args             cobra.PositionalArgs // nil: no arguments
+	hidden           bool                 // not listed (a command not in this build)
+	raw              bool                 // no flag parsing: every argument goes to run
+	flags            func(fs *pflag.FlagSet) runFunc
 }
 
-// commands lists the subcommands in the order of the usage text.
-func commands() []command {
-	return []command{
-		{"run", "consume events, apply them to the boards, serve the HTTP API", runMain},
-		devCommand, // cmd_dev.go; cmd_dev_nodev.go with -tags nodev
-		{"produce", "generate the standard workload (or send a file) to Kafka", produceMain},
-		{"rollover", "prefill the rolling boards now (operators, cron)", rolloverMain},
-		{"config", "config check FILE: print the resolved boards or the errors", configMain},
-		{"healthcheck", "GET a URL; exit 0 on a 2xx answer (for distroless images)", healthcheckMain},
-		{"replay", "rebuild boards from the topics into a new key generation, then switch to it", replayMain},
-		{"version", "print the version and the VCS revision rankd was built from", versionMain},
-		benchCommand, // cmd_bench.go; cmd_bench_nodev.go with -tags nodev
+// command returns the cobra command of s.
+func (s spec) command() *cobra.Command {
+	var run runFunc
+	c := &cobra.Command{
+		Use: s.use, Short: s.short, Long: strings.TrimSpace(s.long), Hidden: s.hidden, DisableFlagParsing: s.raw,
+		DisableFlagsInUseLine: true,
+		Args:                  s.args,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return run(cmd.Context(), args, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	if c.Args == nil {
+		c.Args = noArgs
+	}
+	run = s.flags(c.Flags())
+	return c
+}
+
+// specs lists the subcommands in the order of the usage text.
+func specs() []spec {
+	return []spec{
+		runSpec,
+		devSpec, // cmd_dev.go; cmd_dev_nodev.go with -tags nodev
+		produceSpec,
+		rolloverSpec,
+		configSpec,
+		healthcheckSpec,
+		replaySpec,
+		versionSpec,
+		benchSpec, // cmd_bench.go; cmd_bench_nodev.go with -tags nodev
 	}
 }
 
-// run is the whole command line: it dispatches args to a subcommand and
+const rootHelp = `rankd: exact real-time leaderboards from Kafka events, kept in Redis.
+
+Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.`
+
+// newRoot returns the command tree: help and usage go to stdout, errors to
+// stderr (printed by run, not by cobra).
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use: "rankd", Short: "exact real-time leaderboards from Kafka events, kept in Redis", Long: rootHelp,
+		SilenceErrors: true, SilenceUsage: true,
+		Version: buildVersion(),
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SetOut(cmd.ErrOrStderr())
+			_ = cmd.Usage()
+			return &usageError{}
+		},
+	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	cobra.EnableCommandSorting = false // the order of specs
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef("%v (see --help)", err) })
+	for _, s := range specs() {
+		if s.use == configSpec.use { // with its subcommand
+			root.AddCommand(configCommand())
+			continue
+		}
+		root.AddCommand(s.command())
+	}
+	return root
+}
+
+// run is the whole command line: it runs the subcommand of args and
 // returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stderr)
-		return exitUsage
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		usage(stdout)
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	var ue *usageError
+	switch {
+	case err == nil:
 		return exitOK
-	case "-version", "--version":
-		args = append([]string{"version"}, args[1:]...)
-	}
-	for _, c := range commands() {
-		if c.name != args[0] {
-			continue
+	case errors.As(err, &ue):
+		if ue.err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), ue.err)
 		}
-		err := c.main(ctx, args[1:], stdout, stderr)
-		var ue *usageError
-		switch {
-		case err == nil:
-			return exitOK
-		case errors.Is(err, flag.ErrHelp):
-			return exitOK
-		case errors.As(err, &ue):
-			if ue.err != nil {
-				fmt.Fprintf(stderr, "rankd %s: %v\n", c.name, ue.err)
-			}
-			return exitUsage
-		default:
-			fmt.Fprintf(stderr, "rankd %s: %v\n", c.name, err)
-			return exitFailure
-		}
+		return exitUsage
+	case strings.HasPrefix(err.Error(), "unknown command"):
+		fmt.Fprintf(stderr, "rankd: %v\nRun \"rankd --help\" for the commands.\n", err)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
+		return exitFailure
 	}
-	fmt.Fprintf(stderr, "rankd: unknown command %q\n\n", args[0])
-	usage(stderr)
-	return exitUsage
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, `rankd: exact real-time leaderboards from Kafka events, kept in Redis.
-
-Usage:
-  rankd <command> [flags]
-
-Commands:
-`)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, c := range commands() {
-		if c.summary == "" { // not in this build
-			continue
-		}
-		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
+// noArgs refuses positional arguments, as a usage error.
+func noArgs(_ *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("unexpected argument %q (see --help)", args[0])
 	}
-	_ = tw.Flush()
-	fmt.Fprint(w, `
-Run "rankd <command> --help" for a command's flags. Flags take one or two
-dashes (-rate 5 and --rate=5 are the same) and may follow arguments.
-"rankd --version" is "rankd version".
-
-Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.
-`)
+	return nil
 }
 
 // usageError is a bad command line or configuration: exit code 2. A nil
@@ -127,93 +151,13 @@ func usagef(format string, args ...any) error {
 	return &usageError{fmt.Errorf(format, args...)}
 }
 
-// newFlags returns the flag set of a subcommand whose --help prints
-// synopsis, the description and every flag to stderr.
-func newFlags(name, synopsis, description string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("rankd "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: rankd %s\n\n%s\n", synopsis, strings.TrimSpace(description))
-		n := 0
-		fs.VisitAll(func(*flag.Flag) { n++ })
-		if n > 0 {
-			fmt.Fprintln(stderr, "\nFlags:")
-			printFlags(stderr, fs)
-		}
-	}
-	return fs
-}
-
-// printFlags is flag.PrintDefaults with GNU-style names (--name).
-func printFlags(w io.Writer, fs *flag.FlagSet) {
-	fs.VisitAll(func(f *flag.Flag) {
-		kind, text := flag.UnquoteUsage(f)
-		line := "  --" + f.Name
-		if kind != "" {
-			line += " " + kind
-		}
-		fmt.Fprintf(w, "%s\n    \t%s", line, strings.ReplaceAll(text, "\n", "\n    \t"))
-		if def := f.DefValue; def != "" && def != "0" && def != "0s" && def != "false" {
-			if kind == "string" || strings.ContainsAny(def, " ,") {
-				def = strconv.Quote(def)
-			}
-			fmt.Fprintf(w, " (default %s)", def)
-		}
-		fmt.Fprintln(w)
-	})
-}
-
-// parse parses args, flags and positional arguments in any order (issue
-// 11: "config check FILE --at T" failed); after "--" everything is an
-// argument. fs.Args() are then the positional arguments. A parse error
-// (already printed with the usage by the flag package) is a usage error,
-// --help returns flag.ErrHelp.
-func parse(fs *flag.FlagSet, args []string) error {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return err
-			}
-			return &usageError{}
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		if consumed := args[:len(args)-len(rest)]; len(consumed) > 0 && consumed[len(consumed)-1] == "--" {
-			positional = append(positional, rest...)
-			break
-		}
-		positional = append(positional, rest[0])
-		args = rest[1:]
-	}
-	// Leave the positional arguments in fs.Args().
-	return fs.Parse(append([]string{"--"}, positional...))
-}
-
-// flagSet reports whether the command line set the flag name.
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
-
-// noArgs fails when positional arguments are left after the flags.
-func noArgs(fs *flag.FlagSet) error {
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q (see --help)", fs.Arg(0))
-	}
-	return nil
-}
-
 // logFlags are the logging flags shared by the long-running commands.
 type logFlags struct {
 	format string
 	level  string
 }
 
-func (l *logFlags) register(fs *flag.FlagSet, format, level string) {
+func (l *logFlags) register(fs *pflag.FlagSet, format, level string) {
 	fs.StringVar(&l.format, "log-format", format, "`format` of the logs on stderr: json or text")
 	fs.StringVar(&l.level, "log-level", level, "lowest `level` logged: debug, info, warn or error")
 }
@@ -251,18 +195,11 @@ func configPath(flagValue string) (string, error) {
 	return "", usagef("no config file: give --config FILE or set RANKD_CONFIG")
 }
 
-// setup is the common start of the subcommands that read a config: parse
-// the flags (no positional arguments), resolve the config path (flag, else
-// $RANKD_CONFIG), build the logger and load the config;
-// cfgFlag is read after parsing. It returns the config path too.
-func setup(fs *flag.FlagSet, args []string, cfgFlag *string, lf *logFlags, stderr io.Writer) (*config.Config, *slog.Logger, string, error) {
-	if err := parse(fs, args); err != nil {
-		return nil, nil, "", err
-	}
-	if err := noArgs(fs); err != nil {
-		return nil, nil, "", err
-	}
-	path, err := configPath(*cfgFlag)
+// setup is the common start of the subcommands that read a config: resolve
+// the config path (the --config flag, else $RANKD_CONFIG), build the
+// logger and load the config. It returns the config path too.
+func setup(cfgFlag string, lf *logFlags, stderr io.Writer) (*config.Config, *slog.Logger, string, error) {
+	path, err := configPath(cfgFlag)
 	if err != nil {
 		return nil, nil, "", err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"debug/buildinfo"
 	"io"
 	"net/http"
@@ -16,6 +17,8 @@ import (
 	"testing"
 
 	"github.com/rankd/rankd/config"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // runCLI runs the command line in process and returns its exit code and
@@ -46,13 +49,14 @@ func TestExitCodesAndHelp(t *testing.T) {
 		stdout string // regexp, "" = anything
 		stderr string
 	}{
-		{"no args", nil, 2, "", `Usage:\s+rankd <command>`},
-		{"help", []string{"--help"}, 0, `Commands:(?s).*run .*dev .*produce .*rollover .*config .*healthcheck .*replay .*version .*bench`, ""},
+		{"no args", nil, 2, "", `Usage:\s+rankd \[flags\]\n\s+rankd \[command\]`},
+		{"help", []string{"--help"}, 0, `Available Commands:(?s).*run .*dev .*produce .*rollover .*config .*healthcheck .*replay .*version .*bench`, ""},
 		{"help word", []string{"help"}, 0, `Exit codes: 0 ok, 1 runtime failure, 2 usage`, ""},
+		{"completion", []string{"completion", "bash"}, 0, `bash completion V2 for rankd`, ""},
 		{"unknown command", []string{"serve"}, 2, "", `unknown command "serve"`},
-		{"run help", []string{"run", "--help"}, 0, "", `(?s)Usage: rankd run --config FILE.*--config file.*--log-format.*--session-timeout`},
-		{"run single-dash help", []string{"run", "-h"}, 0, "", `Usage: rankd run`},
-		{"run bad flag", []string{"run", "--nope"}, 2, "", `flag provided but not defined: -nope`},
+		{"run help", []string{"run", "--help"}, 0, `(?s)Usage:\n  rankd run --config FILE.*--config file.*--log-format.*--session-timeout`, ""},
+		{"run single-dash help", []string{"run", "-h"}, 0, `Usage:\n  rankd run`, ""},
+		{"run bad flag", []string{"run", "--nope"}, 2, "", `rankd run: unknown flag: --nope \(see --help\)`},
 		{"run no config", []string{"run"}, 2, "", `no config file: give --config FILE or set RANKD_CONFIG`},
 		{"run missing file", []string{"run", "--config", "/nonexistent/rankd.yaml"}, 2, "", `reading config: open /nonexistent/rankd.yaml`},
 		{"run broken config", []string{"run", "--config=" + broken}, 2, "",
@@ -60,27 +64,27 @@ func TestExitCodesAndHelp(t *testing.T) {
 		{"run bad log format", []string{"run", "--config", broken, "--log-format", "xml"}, 2, "", `--log-format "xml": want json or text`},
 		{"run extra argument", []string{"run", "--config", broken, "extra"}, 2, "", `unexpected argument "extra"`},
 		{"run extra argument before a flag", []string{"run", "extra", "--config", broken}, 2, "", `rankd run: unexpected argument "extra" \(see --help\)\n$`},
-		{"dev help", []string{"dev", "--help"}, 0, "", `(?s)--http address.*127.0.0.1:8080.*--no-tui.*--rate float`},
-		{"dev usage line", []string{"dev", "--help"}, 0, "", `^Usage: rankd dev \[--http ADDR\] \[--rate N\] \[--seed N\] \[--no-tui\] \[--log-format F\] \[--log-level L\]\n`},
-		{"produce help", []string{"produce", "--help"}, 0, "", `(?s)70% like, 20% comment, 10% gift.*--brokers.*--count.*--duration.*--file.*--seed.*--start.*--topics`},
-		{"produce help brokers", []string{"produce", "--help"}, 0, "", `\n  --brokers brokers\n    \tcomma-separated bootstrap brokers \(default: \$RANKD_KAFKA_BROKERS if set, else localhost:9092\)\n`},
+		{"dev help", []string{"dev", "--help"}, 0, `(?s)--http address.*127.0.0.1:8080.*--no-tui.*--rate float`, ""},
+		{"dev usage line", []string{"dev", "--help"}, 0, `Usage:\n  rankd dev \[--http ADDR\] \[--rate N\] \[--seed N\] \[--no-tui\] \[--log-format F\] \[--log-level L\]\n`, ""},
+		{"produce help", []string{"produce", "--help"}, 0, `(?s)70% like, 20% comment, 10% gift.*--brokers.*--count.*--duration.*--file.*--seed.*--start.*--topics`, ""},
+		{"produce help brokers", []string{"produce", "--help"}, 0, `\n      --brokers brokers +comma-separated bootstrap brokers \(default: \$RANKD_KAFKA_BROKERS if set, else localhost:9092\)\n`, ""},
 		{"produce bad start", []string{"produce", "--start", "yesterday"}, 2, "", `--start "yesterday": want RFC 3339`},
 		{"produce bad topic", []string{"produce", "--topics", "gift,follow"}, 2, "", `unknown topic "follow"`},
 		{"produce negative rate", []string{"produce", "--rate", "-1"}, 2, "", `must not be negative`},
 		{"produce missing file", []string{"produce", "--file", "/nonexistent.jsonl"}, 2, "", `--file: open /nonexistent.jsonl`},
 		{"rollover no config", []string{"rollover"}, 2, "", `no config file`},
-		{"config no subcommand", []string{"config"}, 2, "", `Usage: rankd config check FILE`},
-		{"config unknown subcommand", []string{"config", "lint", "x"}, 2, "", `unknown subcommand "lint"`},
-		{"config check help", []string{"config", "check", "--help"}, 0, "", `file:line:column: field: message`},
+		{"config no subcommand", []string{"config"}, 2, "", `rankd config: want a subcommand: check FILE`},
+		{"config unknown subcommand", []string{"config", "lint", "x"}, 2, "", `unknown subcommand "lint" \(want check\)`},
+		{"config check help", []string{"config", "check", "--help"}, 0, `file:line:column: field: message`, ""},
 		{"config check broken", []string{"config", "check", broken}, 2, "", `broken.yaml:3:3: kafka.bogus: unknown key`},
 		{"config check two files", []string{"config", "check", broken, broken}, 2, "", `one FILE at a time`},
-		{"config help", []string{"config", "--help"}, 0, "", `(?s)^Usage: rankd config check FILE \[--at TIME\]\n.*\nFlags:\n  --at time\n    \tRFC 3339 time of the current periods shown \(default: now\)\n$`},
+		{"config help", []string{"config", "--help"}, 0, `(?s)Usage:\n  rankd config.*Available Commands:\n  check `, ""},
 		{"config check --at after FILE", []string{"config", "check", "../../config/example.yaml", "--at", "2026-11-21T13:40:00+08:00"}, 0,
 			`current   20261121T1330 \(2026-11-21 13:30 .. 2026-11-21 14:00 \+08:00\)`, ""},
-		{"config check bad --at after FILE", []string{"config", "check", broken, "--at", "noon"}, 2, "", `^rankd config: --at "noon": want RFC 3339\n$`},
+		{"config check bad --at after FILE", []string{"config", "check", broken, "--at", "noon"}, 2, "", `^rankd config check: --at "noon": want RFC 3339\n$`},
 		{"config check two files around a flag", []string{"config", "check", broken, "--at", "2026-11-21T13:40:00Z", broken}, 2, "", `one FILE at a time \(got 2\)`},
 		{"config check FILE after --", []string{"config", "check", "--", "--at"}, 2, "", `reading config: open --at: no such file`},
-		{"healthcheck help", []string{"healthcheck", "--help"}, 0, "", `--url URL`},
+		{"healthcheck help", []string{"healthcheck", "--help"}, 0, `--url URL`, ""},
 		{"healthcheck bad url", []string{"healthcheck", "--url", "http://127.0.0.1:1/readyz"}, 1, "", `connection refused`},
 		{"healthcheck malformed url", []string{"healthcheck", "--url", "notaurl"}, 2, "", `^rankd healthcheck: --url "notaurl": want an absolute http:// or https:// URL\n$`},
 		{"healthcheck url without host", []string{"healthcheck", "--url", "http:///readyz"}, 2, "", `--url "http:///readyz": want an absolute`},
@@ -89,17 +93,17 @@ func TestExitCodesAndHelp(t *testing.T) {
 		{"replay without a config", []string{"replay"}, 2, "", `rankd replay: no config file: give --config FILE or set RANKD_CONFIG`},
 		{"replay --to without --dry-run", []string{"replay", "--config", "../../config/example.yaml", "--to", "2026-11-01T00:00:00Z"}, 2, "", `--to 2026-11-01T00:00:00Z: only with --dry-run`},
 		{"replay unknown board", []string{"replay", "--config", "../../config/example.yaml", "--boards", "nope"}, 2, "", `--boards: no board "nope"`},
-		{"replay help", []string{"replay", "--help"}, 0, "", `(?s)--boards.*--from.*--to.*--dry-run.*--yes`},
+		{"replay help", []string{"replay", "--help"}, 0, `(?s)--boards.*--from.*--to.*--dry-run.*--yes`, ""},
 		{"version", []string{"version"}, 0, versionShape, ""},
 		{"--version", []string{"--version"}, 0, versionShape, ""},
-		{"-version", []string{"-version"}, 0, versionShape, ""},
-		{"version help", []string{"version", "--help"}, 0, "", `(?s)^Usage: rankd version\n.*"rankd --version"\s+is the same`},
+		{"-v", []string{"-v"}, 0, versionShape, ""},
+		{"version help", []string{"version", "--help"}, 0, `(?s)"rankd --version"\s+is the same.*Usage:\n  rankd version\n`, ""},
 		{"version extra argument", []string{"version", "now"}, 2, "", `unexpected argument "now"`},
-		{"bench unknown flag", []string{"bench", "--anything"}, 2, "", `flag provided but not defined: -anything`},
+		{"bench unknown flag", []string{"bench", "--anything"}, 2, "", `unknown flag: --anything`},
 		{"bench unknown phase", []string{"bench", "--skip", "naive,warp"}, 2, "", `rankd bench: skip "warp": not a phase \(naive, seed, rankd, memory, replay, latency, rollover\)`},
 		{"bench no events", []string{"bench", "--events", "0"}, 2, "", `rankd bench: --events, --rollover-members, --partitions, --workers and --batch must be at least 1`},
 		{"bench more naive events than events", []string{"bench", "--events", "10", "--naive-events", "20"}, 2, "", `rankd bench: naive events 20: at most the events \(10\)`},
-		{"bench help", []string{"bench", "--help"}, 0, "", `(?s)^Usage: rankd bench .*--events.*--json.*--cpuprofile`},
+		{"bench help", []string{"bench", "--help"}, 0, `(?s)Usage:\n  rankd bench .*--events.*--json.*--cpuprofile`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -242,44 +246,56 @@ func TestParseInterspersed(t *testing.T) {
 		{[]string{"f.yaml"}, "", 0, []string{"f.yaml"}},
 		{[]string{"--at", "T", "f.yaml"}, "T", 0, []string{"f.yaml"}},
 		{[]string{"f.yaml", "--at", "T"}, "T", 0, []string{"f.yaml"}},
-		{[]string{"f.yaml", "-at=T", "g.yaml", "-n", "3"}, "T", 3, []string{"f.yaml", "g.yaml"}},
+		{[]string{"f.yaml", "--at=T", "g.yaml", "--n", "3"}, "T", 3, []string{"f.yaml", "g.yaml"}},
 		{[]string{"f.yaml", "--", "--at", "T"}, "", 0, []string{"f.yaml", "--at", "T"}},
 		{[]string{"--n", "2", "--", "-", "--n"}, "", 2, []string{"-", "--n"}},
 		{[]string{"-", "--n=1"}, "", 1, []string{"-"}},
 	} {
-		fs := newFlags("x", "x", "", io.Discard)
-		at := fs.String("at", "", "")
-		n := fs.Int("n", 0, "")
-		if err := parse(fs, tt.args); err != nil {
+		var at string
+		var n int
+		var rest []string
+		c := spec{use: "x", args: cobra.ArbitraryArgs, flags: func(fs *pflag.FlagSet) runFunc {
+			fs.StringVar(&at, "at", "", "")
+			fs.IntVar(&n, "n", 0, "")
+			return func(_ context.Context, args []string, _, _ io.Writer) error {
+				rest = args
+				return nil
+			}
+		}}.command()
+		c.SetArgs(tt.args)
+		if err := c.Execute(); err != nil {
 			t.Errorf("parse(%q): %v", tt.args, err)
 			continue
 		}
-		if *at != tt.at || *n != tt.n || !slices.Equal(fs.Args(), tt.rest) {
-			t.Errorf("parse(%q): at %q, n %d, args %q; want %q, %d, %q", tt.args, *at, *n, fs.Args(), tt.at, tt.n, tt.rest)
+		if at != tt.at || n != tt.n || !slices.Equal(rest, tt.rest) && len(rest)+len(tt.rest) > 0 {
+			t.Errorf("parse(%q): at %q, n %d, args %q; want %q, %d, %q", tt.args, at, n, rest, tt.at, tt.n, tt.rest)
 		}
 	}
 }
 
-// TestHelpDefaults checks that the --help of every command shows at most
-// one default per flag (issue 11: produce --help showed two for --brokers).
+// TestHelpDefaults checks that the --help of every command (on stdout)
+// shows at most one default per flag (issue 11: produce --help showed two
+// for --brokers).
 func TestHelpDefaults(t *testing.T) {
-	for _, c := range commands() {
-		args := []string{c.name, "--help"}
-		code, _, stderr := runCLI(t, args...)
+	for _, c := range specs() {
+		if c.hidden {
+			continue
+		}
+		name, _, _ := strings.Cut(c.use, " ")
+		args := []string{name, "--help"}
+		code, stdout, _ := runCLI(t, args...)
 		if code != 0 {
 			t.Errorf("%s: exit %d", strings.Join(args, " "), code)
 			continue
 		}
-		_, flags, ok := strings.Cut(stderr, "\nFlags:\n")
+		_, flags, ok := strings.Cut(stdout, "\nFlags:\n")
 		if !ok {
-			if c.name != "version" {
-				t.Errorf("%s: no flags listed", strings.Join(args, " "))
-			}
+			t.Errorf("%s: no flags listed", strings.Join(args, " "))
 			continue
 		}
-		for _, entry := range regexp.MustCompile(`(?m)^  --`).Split(flags, -1)[1:] {
-			if n := strings.Count(entry, "default"); n > 1 {
-				t.Errorf("%s: %d defaults in --%s", strings.Join(args, " "), n, strings.TrimSpace(entry))
+		for _, line := range strings.Split(flags, "\n") {
+			if n := strings.Count(line, "(default"); n > 1 {
+				t.Errorf("%s: %d defaults in %s", strings.Join(args, " "), n, strings.TrimSpace(line))
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/bench"
+	"github.com/spf13/pflag"
 )
 
 const benchHelp = `
@@ -45,15 +46,14 @@ Examples:
   rankd bench --events 200000 --skip rollover,latency --json bench.json
   rankd bench --cpuprofile rankd.pprof     # then: go tool pprof -top rankd.pprof`
 
-var benchCommand = command{"bench", "measure drain rate, Redis cost, latency, replay and rollover on this machine",
-	func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		return runBench(ctx, args, stdout, stderr, nil)
-	}}
+// benchSpec is `rankd bench` (cmd_bench_nodev.go without dev tooling).
+var benchSpec = spec{use: "bench [--events N] [--json FILE] [flags]", short: "measure drain rate, Redis cost, latency, replay and rollover on this machine",
+	long: benchHelp, flags: func(fs *pflag.FlagSet) runFunc { return benchFlags(fs, nil) }}
 
-// runBench is `rankd bench`; tests change the options with adjust.
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, adjust func(*bench.Options)) error {
-	fs := newFlags("bench", "bench [--events N] [--json FILE] [flags]", benchHelp, stderr)
-	o := bench.Options{Stdout: stdout, Stderr: stderr}
+// benchFlags declares the flags of `rankd bench`; tests change the
+// options with adjust.
+func benchFlags(fs *pflag.FlagSet, adjust func(*bench.Options)) runFunc {
+	var o bench.Options
 	fs.IntVar(&o.Events, "events", bench.DefaultEvents, "`number` of events of the standard workload preloaded and drained")
 	fs.IntVar(&o.NaiveEvents, "naive-events", 0, "`number` of them the naive consumer drains (default min(100000, --events))")
 	fs.Int64Var(&o.Seed, "seed", bench.DefaultSeed, "`seed` of the workload")
@@ -72,27 +72,24 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, adju
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write the CPU profile of the rankd drain to `file`")
 	var lf logFlags
 	lf.register(fs, "text", "warn")
-	if err := parse(fs, args); err != nil {
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		o.Stdout, o.Stderr = stdout, stderr
+		log, err := lf.logger(stderr)
+		if err != nil {
+			return err
+		}
+		o.Log = log
+		o.Brokers, o.Skip = splitList(*brokers), splitList(*skip)
+		if o.Events < 1 || o.RolloverMembers < 1 || o.Partitions < 1 || o.Workers < 1 || o.Batch < 1 {
+			return usagef("--events, --rollover-members, --partitions, --workers and --batch must be at least 1")
+		}
+		if adjust != nil {
+			adjust(&o)
+		}
+		if err := o.Validate(); err != nil {
+			return &usageError{err}
+		}
+		_, err = bench.Run(ctx, o)
 		return err
 	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
-	log, err := lf.logger(stderr)
-	if err != nil {
-		return err
-	}
-	o.Log = log
-	o.Brokers, o.Skip = splitList(*brokers), splitList(*skip)
-	if o.Events < 1 || o.RolloverMembers < 1 || o.Partitions < 1 || o.Workers < 1 || o.Batch < 1 {
-		return usagef("--events, --rollover-members, --partitions, --workers and --batch must be at least 1")
-	}
-	if adjust != nil {
-		adjust(&o)
-	}
-	if err := o.Validate(); err != nil {
-		return &usageError{err}
-	}
-	_, err = bench.Run(ctx, o)
-	return err
 }

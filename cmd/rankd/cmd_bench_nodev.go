@@ -5,11 +5,15 @@ package main
 import (
 	"context"
 	"io"
+
+	"github.com/spf13/pflag"
 )
 
-// benchCommand in a build without dev tooling (-tags nodev, the image):
-// not listed (no summary), and explaining itself when asked for.
-var benchCommand = command{"bench", "", func(context.Context, []string, io.Writer, io.Writer) error {
-	return usagef("not in this build: rankd was built with -tags nodev, without the Kafka broker the benchmark starts; " +
-		"a default build has it (go run ./cmd/rankd bench in a checkout)")
+// benchSpec in a build without dev tooling (-tags nodev, the image): hidden,
+// and explaining itself when asked for.
+var benchSpec = spec{use: "bench", hidden: true, raw: true, flags: func(*pflag.FlagSet) runFunc {
+	return func(context.Context, []string, io.Writer, io.Writer) error {
+		return usagef("not in this build: rankd was built with -tags nodev, without the Kafka broker the benchmark starts; " +
+			"a default build has it (go run ./cmd/rankd bench in a checkout)")
+	}
 }}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -14,6 +13,8 @@ import (
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/store"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 const configHelp = `
@@ -23,61 +24,65 @@ periods, time zone, dims, aggregate, order, tie-break, score layout in bits,
 Redis key pattern and current period id) and the routes; or, when the file
 is invalid, every error as file:line:column: field: message (exit 2).`
 
-// configFlags returns the flags of "config check" (also shown by "config
-// --help").
-func configFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
-	fs := newFlags(name, "config check FILE [--at TIME]", configHelp, stderr)
-	at := fs.String("at", "", "RFC 3339 `time` of the current periods shown (default: now)")
-	return fs, at
+// configSpec is `rankd config`, whose one subcommand is check.
+var configSpec = spec{use: "config", short: "config check FILE: print the resolved boards or the errors", long: configHelp,
+	args: func(_ *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usagef("unknown subcommand %q (want check)", args[0])
+		}
+		return nil
+	},
+	flags: func(*pflag.FlagSet) runFunc {
+		return func(context.Context, []string, io.Writer, io.Writer) error {
+			return usagef("want a subcommand: check FILE")
+		}
+	}}
+
+// configCommand is configSpec with its check subcommand.
+func configCommand() *cobra.Command {
+	c := configSpec.command()
+	c.AddCommand(spec{use: "check [FILE] [--at TIME]", short: "load FILE as rankd run would and print the result or the errors",
+		long: configHelp, args: atMostOneFile, flags: configCheckFlags}.command())
+	return c
 }
 
-func configMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "check" {
-		fs, _ := configFlags("config", stderr)
-		if err := parse(fs, args); err != nil {
+// atMostOneFile accepts one FILE argument or none ($RANKD_CONFIG).
+func atMostOneFile(_ *cobra.Command, args []string) error {
+	if len(args) > 1 {
+		return usagef("one FILE at a time (got %d)", len(args))
+	}
+	return nil
+}
+
+func configCheckFlags(fs *pflag.FlagSet) runFunc {
+	atFlag := fs.String("at", "", "RFC 3339 `time` of the current periods shown (default: now)")
+	return func(_ context.Context, args []string, stdout, stderr io.Writer) error {
+		var path string
+		switch len(args) {
+		case 0:
+			p, err := configPath("")
+			if err != nil {
+				return usagef("no config file: give FILE or set RANKD_CONFIG")
+			}
+			path = p
+		default:
+			path = args[0]
+		}
+		at := time.Now()
+		if *atFlag != "" {
+			t, err := time.Parse(time.RFC3339, *atFlag)
+			if err != nil {
+				return usagef("--at %q: want RFC 3339", *atFlag)
+			}
+			at = t
+		}
+		cfg, err := loadConfig(path, stderr)
+		if err != nil {
 			return err
 		}
-		fs.Usage()
-		if len(args) == 0 {
-			return &usageError{}
-		}
-		return usagef("unknown subcommand %q (want check)", args[0])
+		printConfig(stdout, cfg, at)
+		return nil
 	}
-	return configCheck(ctx, args[1:], stdout, stderr)
-}
-
-func configCheck(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, atFlag := configFlags("config check", stderr)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	var path string
-	switch fs.NArg() {
-	case 0:
-		p, err := configPath("")
-		if err != nil {
-			return usagef("no config file: give FILE or set RANKD_CONFIG")
-		}
-		path = p
-	case 1:
-		path = fs.Arg(0)
-	default:
-		return usagef("one FILE at a time (got %d)", fs.NArg())
-	}
-	at := time.Now()
-	if *atFlag != "" {
-		t, err := time.Parse(time.RFC3339, *atFlag)
-		if err != nil {
-			return usagef("--at %q: want RFC 3339", *atFlag)
-		}
-		at = t
-	}
-	cfg, err := loadConfig(path, stderr)
-	if err != nil {
-		return err
-	}
-	printConfig(stdout, cfg, at)
-	return nil
 }
 
 // printConfig writes the resolved config: settings, boards, routes.

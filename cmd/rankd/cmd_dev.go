@@ -13,6 +13,7 @@ import (
 
 	"github.com/rankd/rankd/cmd/rankd/internal/devstack"
 	"github.com/rankd/rankd/internal/workload"
+	"github.com/spf13/pflag"
 )
 
 const devHelp = `
@@ -27,39 +28,35 @@ line every few seconds when stdout is not a terminal, or with --no-tui).
 Ctrl-C stops it cleanly and removes what it started. Nothing is kept; the
 broker holds every event in memory (about 0.5 GB per million events).`
 
-var devCommand = command{"dev", "embedded broker, Redis, traffic, consumer and API for a first look", devMain}
+// devSpec is `rankd dev` (cmd_dev_nodev.go without dev tooling).
+var devSpec = spec{use: "dev [--http ADDR] [--rate N] [--seed N] [--no-tui] [--log-format F] [--log-level L]", short: "embedded broker, Redis, traffic, consumer and API for a first look", long: devHelp, flags: devFlags}
 
-func devMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("dev", "dev [--http ADDR] [--rate N] [--seed N] [--no-tui] [--log-format F] [--log-level L]", devHelp, stderr)
+func devFlags(fs *pflag.FlagSet) runFunc {
 	httpAddr := fs.String("http", "127.0.0.1:8080", "`address` of the HTTP API, metrics and health")
 	rate := fs.Float64("rate", 200, "generated events per second (0: as fast as possible)")
 	noTUI := fs.Bool("no-tui", false, "print a snapshot line every few seconds instead of redrawing the screen")
 	seed := fs.Int64("seed", 0, "workload seed (0: random)")
 	var lf logFlags
 	lf.register(fs, "text", "warn")
-	if err := parse(fs, args); err != nil {
-		return err
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		if *rate < 0 {
+			return usagef("--rate must not be negative")
+		}
+		log, err := lf.logger(stderr)
+		if err != nil {
+			return err
+		}
+		wc := workload.Config{Seed: *seed}
+		if wc.Seed == 0 {
+			wc.Seed = rand.Int64N(1 << 40)
+		}
+		wl, err := workload.New(wc)
+		if err != nil {
+			return err
+		}
+		return devstack.Run(ctx, devstack.Options{
+			HTTPAddr: *httpAddr, Rate: *rate, TUI: !*noTUI, Workload: workloadSource(wl), Seed: wc.Seed,
+			Log: log, Stdout: stdout, Stderr: stderr,
+		})
 	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
-	if *rate < 0 {
-		return usagef("--rate must not be negative")
-	}
-	log, err := lf.logger(stderr)
-	if err != nil {
-		return err
-	}
-	wc := workload.Config{Seed: *seed}
-	if wc.Seed == 0 {
-		wc.Seed = rand.Int64N(1 << 40)
-	}
-	wl, err := workload.New(wc)
-	if err != nil {
-		return err
-	}
-	return devstack.Run(ctx, devstack.Options{
-		HTTPAddr: *httpAddr, Rate: *rate, TUI: !*noTUI, Workload: workloadSource(wl), Seed: wc.Seed,
-		Log: log, Stdout: stdout, Stderr: stderr,
-	})
 }

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 const healthcheckHelp = `
@@ -16,37 +18,35 @@ for health checks of images without a shell or curl (distroless):
 
   healthcheck: {test: ["CMD", "/rankd", "healthcheck", "--url", "http://127.0.0.1:8080/readyz"]}`
 
-func healthcheckMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("healthcheck", "healthcheck [--url URL] [--timeout D]", healthcheckHelp, stderr)
+// healthcheckSpec is `rankd healthcheck`.
+var healthcheckSpec = spec{use: "healthcheck [--url URL] [--timeout D]", short: "GET a URL; exit 0 on a 2xx answer (for distroless images)", long: healthcheckHelp, flags: healthcheckFlags}
+
+func healthcheckFlags(fs *pflag.FlagSet) runFunc {
 	rawURL := fs.String("url", "http://127.0.0.1:8080/readyz", "`URL` to GET (/readyz: group joined and Redis answering; /healthz: alive)")
 	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
-	if err := parse(fs, args); err != nil {
-		return err
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		// A malformed URL is a usage error (exit 2), not a failed check (1).
+		u, err := url.Parse(*rawURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usagef("--url %q: want an absolute http:// or https:// URL", *rawURL)
+		}
+		ctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+		if err != nil {
+			return usagef("--url: %v", err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		msg := strings.TrimSpace(string(body))
+		if resp.StatusCode < 200 || resp.StatusCode > 299 {
+			return fmt.Errorf("%s: %s: %s", *rawURL, resp.Status, msg)
+		}
+		fmt.Fprintf(stdout, "%s: %s\n", *rawURL, resp.Status)
+		return nil
 	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
-	// A malformed URL is a usage error (exit 2), not a failed check (1).
-	u, err := url.Parse(*rawURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usagef("--url %q: want an absolute http:// or https:// URL", *rawURL)
-	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return usagef("--url: %v", err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	msg := strings.TrimSpace(string(body))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("%s: %s: %s", *rawURL, resp.Status, msg)
-	}
-	fmt.Fprintf(stdout, "%s: %s\n", *rawURL, resp.Status)
-	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"github.com/spf13/pflag"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/produce"
 	"github.com/rankd/rankd/internal/workload"
@@ -33,8 +34,10 @@ as is to --topic. "-" reads stdin.
 Without --count or --duration it runs until interrupted. It ends with one
 line: events sent, duration, events/s.`
 
-func produceMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("produce", "produce [--brokers B] [--rate N] [--duration D | --count N] [flags]", produceHelp, stderr)
+// produceSpec is `rankd produce`.
+var produceSpec = spec{use: "produce [--brokers B] [--rate N] [--duration D | --count N] [flags]", short: "generate the standard workload (or send a file) to Kafka", long: produceHelp, flags: produceFlags}
+
+func produceFlags(fs *pflag.FlagSet) runFunc {
 	// The default is resolved after parsing so that --help shows one.
 	brokers := fs.String("brokers", "", "comma-separated bootstrap `brokers` (default: $RANKD_KAFKA_BROKERS if set, else localhost:9092)")
 	rate := fs.Float64("rate", 1000, "events per second; 0: as fast as possible")
@@ -47,61 +50,57 @@ func produceMain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	file := fs.String("file", "", "send the JSON lines of this `file` instead of the workload (\"-\": stdin)")
 	topic := fs.String("topic", "", "--file: topic of lines without a \"topic\" field")
 	keyField := fs.String("key-field", "anchor_id", "--file: JSON field whose value is the message key")
-	if err := parse(fs, args); err != nil {
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		if !fs.Changed("brokers") {
+			*brokers = os.Getenv("RANKD_KAFKA_BROKERS")
+			if *brokers == "" {
+				*brokers = "localhost:9092"
+			}
+		}
+		if *rate < 0 || *count < 0 || *duration < 0 {
+			return usagef("--rate, --count and --duration must not be negative")
+		}
+		brokerList := splitList(*brokers)
+		if len(brokerList) == 0 {
+			return usagef("--brokers: none given")
+		}
+
+		var src produce.Source
+		if *file != "" {
+			r := io.Reader(os.Stdin)
+			if *file != "-" {
+				f, err := os.Open(*file)
+				if err != nil {
+					return usagef("--file: %v", err)
+				}
+				defer f.Close()
+				r = f
+			}
+			src = produce.FileSource(r, *topic, *keyField)
+		} else {
+			wc := workload.Config{Seed: *seed, Topics: splitList(*topics), Step: *step}
+			if wc.Seed == 0 {
+				wc.Seed = rand.Int64N(1 << 40)
+			}
+			if *startFlag != "" {
+				t, err := time.Parse(time.RFC3339, *startFlag)
+				if err != nil {
+					return usagef("--start %q: want RFC 3339, e.g. 2026-11-21T12:00:00+08:00", *startFlag)
+				}
+				wc.Start = t
+			}
+			w, err := workload.New(wc)
+			if err != nil {
+				return usagef("--topics: %v", err)
+			}
+			fmt.Fprintf(stderr, "rankd produce: seed %d (rerun with --seed %d for the same events)\n", wc.Seed, wc.Seed)
+			src = workloadSource(w)
+		}
+
+		res, err := produce.Run(ctx, brokerList, src, produce.Options{Rate: *rate, Count: *count, Duration: *duration}, stderr)
+		fmt.Fprintln(stdout, res)
 		return err
 	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
-	if !flagSet(fs, "brokers") {
-		*brokers = os.Getenv("RANKD_KAFKA_BROKERS")
-		if *brokers == "" {
-			*brokers = "localhost:9092"
-		}
-	}
-	if *rate < 0 || *count < 0 || *duration < 0 {
-		return usagef("--rate, --count and --duration must not be negative")
-	}
-	brokerList := splitList(*brokers)
-	if len(brokerList) == 0 {
-		return usagef("--brokers: none given")
-	}
-
-	var src produce.Source
-	if *file != "" {
-		r := io.Reader(os.Stdin)
-		if *file != "-" {
-			f, err := os.Open(*file)
-			if err != nil {
-				return usagef("--file: %v", err)
-			}
-			defer f.Close()
-			r = f
-		}
-		src = produce.FileSource(r, *topic, *keyField)
-	} else {
-		wc := workload.Config{Seed: *seed, Topics: splitList(*topics), Step: *step}
-		if wc.Seed == 0 {
-			wc.Seed = rand.Int64N(1 << 40)
-		}
-		if *startFlag != "" {
-			t, err := time.Parse(time.RFC3339, *startFlag)
-			if err != nil {
-				return usagef("--start %q: want RFC 3339, e.g. 2026-11-21T12:00:00+08:00", *startFlag)
-			}
-			wc.Start = t
-		}
-		w, err := workload.New(wc)
-		if err != nil {
-			return usagef("--topics: %v", err)
-		}
-		fmt.Fprintf(stderr, "rankd produce: seed %d (rerun with --seed %d for the same events)\n", wc.Seed, wc.Seed)
-		src = workloadSource(w)
-	}
-
-	res, err := produce.Run(ctx, brokerList, src, produce.Options{Rate: *rate, Count: *count, Duration: *duration}, stderr)
-	fmt.Fprintln(stdout, res)
-	return err
 }
 
 // workloadSource returns the messages of a workload, without end.

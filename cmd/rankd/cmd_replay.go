@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rankd/rankd/internal/assembly"
+	"github.com/spf13/pflag"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -69,8 +70,10 @@ type replayFlags struct {
 	lockWait  time.Duration
 }
 
-func replayMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("replay", "replay --config FILE [--boards a,b] [--from earliest|TIME] [--to now|TIME] [--dry-run] [--yes]", replayHelp, stderr)
+// replaySpec is `rankd replay`.
+var replaySpec = spec{use: "replay --config FILE [--boards a,b] [--from earliest|TIME] [--to now|TIME] [--dry-run] [--yes]", short: "rebuild boards from the topics into a new key generation, then switch to it", long: replayHelp, flags: replayCmdFlags}
+
+func replayCmdFlags(fs *pflag.FlagSet) runFunc {
 	cfgFlag := fs.String("config", "", "config `file` (default $RANKD_CONFIG)")
 	var f replayFlags
 	fs.StringVar(&f.boards, "boards", "", "comma-separated `names` of the boards to rebuild (default: all)")
@@ -88,95 +91,97 @@ func replayMain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.DurationVar(&f.lockWait, "lock-wait", 0, "wait up to this long for the lock of another replay (a killed one holds it until its TTL ends); 0: fail at once")
 	var lf logFlags
 	lf.register(fs, "text", "info")
-	cfg, log, _, err := setup(fs, args, cfgFlag, &lf, stderr)
-	if err != nil {
-		return err
-	}
-	boards, err := replayBoards(cfg, f.boards)
-	if err != nil {
-		return err
-	}
-	var rc consumer.ReplayConfig
-	if f.from != "earliest" {
-		if rc.From, err = time.Parse(time.RFC3339, f.from); err != nil {
-			return usagef("--from %q: want earliest or RFC 3339, e.g. 2026-11-01T00:00:00+08:00", f.from)
-		}
-	}
-	if f.to != "now" {
-		if rc.To, err = time.Parse(time.RFC3339, f.to); err != nil {
-			return usagef("--to %q: want now or RFC 3339", f.to)
-		}
-		if !f.dryRun {
-			return usagef("--to %s: only with --dry-run (a rebuilt generation must include everything live traffic applied, so it reads to the end of the log)", f.to)
-		}
-	}
-	if f.batch < 1 || f.parallel < 1 {
-		return usagef("--batch and --parallel must be at least 1")
-	}
-	if f.lockTTL < time.Second {
-		return usagef("--lock-ttl %v: want at least 1s", f.lockTTL)
-	}
-	switch f.progress {
-	case "auto", "bars", "log", "none":
-	default:
-		return usagef("--progress %q: want auto, bars, log or none", f.progress)
-	}
-	rc.Brokers, rc.Topics = cfg.Kafka.Brokers, assembly.Topics(cfg, boards)
-	rc.Dialer = secure.KafkaDialer(cfg.Kafka) // TLS, SASL
-	rc.BatchCount, rc.Parallel = f.batch, f.parallel
-	if len(rc.Topics) == 0 {
-		return usagef("no route feeds %s: nothing to replay", strings.Join(boards, ","))
-	}
-	if !f.dryRun && !f.yes {
-		if !stdinIsTerminal() {
-			return usagef("stdin is not a terminal: pass --yes to rebuild without confirmation")
-		}
-		fmt.Fprintf(stderr, "Rebuild %s from topics %s (%s) into a new generation, then switch to it? [y/N] ",
-			strings.Join(boards, ", "), strings.Join(rc.Topics, ", "), f.from)
-		answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
-		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-			return errors.New("not confirmed; nothing done")
-		}
-	}
-	router, err := cfg.Router()
-	if err != nil {
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	if f.metrics != "" {
-		stop, err := serveReplayMetrics(f.metrics, reg, log)
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		cfg, log, _, err := setup(*cfgFlag, &lf, stderr)
 		if err != nil {
 			return err
 		}
-		defer stop()
-	}
-	view := newReplayProgress(ctx, f.progress, stdout, stderr, log)
-	rb := &consumer.Rebuild{
-		Replay: rc, Schemas: cfg.Schemas(), Router: router, Boards: boards, Group: cfg.Kafka.Group, DeadLetterTopic: cfg.Kafka.DeadLetterTopic,
-		RolloverLead: cfg.Rollover.Lead, LockTTL: f.lockTTL, LockWait: f.lockWait, DropAfter: f.dropAfter, KeepOld: f.keepOld,
-		Registry: reg, Logger: log, Observer: view,
-	}
-	start := time.Now()
-	if f.dryRun {
-		res, err := rb.DryRun(ctx, cfg.Boards())
+		boards, err := replayBoards(cfg, f.boards)
 		if err != nil {
 			return err
 		}
-		replaySummary(stdout, res, time.Since(start), "dry run: nothing written (out_of_range needs the boards and is not judged)")
+		var rc consumer.ReplayConfig
+		if f.from != "earliest" {
+			if rc.From, err = time.Parse(time.RFC3339, f.from); err != nil {
+				return usagef("--from %q: want earliest or RFC 3339, e.g. 2026-11-01T00:00:00+08:00", f.from)
+			}
+		}
+		if f.to != "now" {
+			if rc.To, err = time.Parse(time.RFC3339, f.to); err != nil {
+				return usagef("--to %q: want now or RFC 3339", f.to)
+			}
+			if !f.dryRun {
+				return usagef("--to %s: only with --dry-run (a rebuilt generation must include everything live traffic applied, so it reads to the end of the log)", f.to)
+			}
+		}
+		if f.batch < 1 || f.parallel < 1 {
+			return usagef("--batch and --parallel must be at least 1")
+		}
+		if f.lockTTL < time.Second {
+			return usagef("--lock-ttl %v: want at least 1s", f.lockTTL)
+		}
+		switch f.progress {
+		case "auto", "bars", "log", "none":
+		default:
+			return usagef("--progress %q: want auto, bars, log or none", f.progress)
+		}
+		rc.Brokers, rc.Topics = cfg.Kafka.Brokers, assembly.Topics(cfg, boards)
+		rc.Dialer = secure.KafkaDialer(cfg.Kafka) // TLS, SASL
+		rc.BatchCount, rc.Parallel = f.batch, f.parallel
+		if len(rc.Topics) == 0 {
+			return usagef("no route feeds %s: nothing to replay", strings.Join(boards, ","))
+		}
+		if !f.dryRun && !f.yes {
+			if !stdinIsTerminal() {
+				return usagef("stdin is not a terminal: pass --yes to rebuild without confirmation")
+			}
+			fmt.Fprintf(stderr, "Rebuild %s from topics %s (%s) into a new generation, then switch to it? [y/N] ",
+				strings.Join(boards, ", "), strings.Join(rc.Topics, ", "), f.from)
+			answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+			if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+				return errors.New("not confirmed; nothing done")
+			}
+		}
+		router, err := cfg.Router()
+		if err != nil {
+			return err
+		}
+		reg := prometheus.NewRegistry()
+		if f.metrics != "" {
+			stop, err := serveReplayMetrics(f.metrics, reg, log)
+			if err != nil {
+				return err
+			}
+			defer stop()
+		}
+		view := newReplayProgress(ctx, f.progress, stdout, stderr, log)
+		rb := &consumer.Rebuild{
+			Replay: rc, Schemas: cfg.Schemas(), Router: router, Boards: boards, Group: cfg.Kafka.Group, DeadLetterTopic: cfg.Kafka.DeadLetterTopic,
+			RolloverLead: cfg.Rollover.Lead, LockTTL: f.lockTTL, LockWait: f.lockWait, DropAfter: f.dropAfter, KeepOld: f.keepOld,
+			Registry: reg, Logger: log, Observer: view,
+		}
+		start := time.Now()
+		if f.dryRun {
+			res, err := rb.DryRun(ctx, cfg.Boards())
+			if err != nil {
+				return err
+			}
+			replaySummary(stdout, res, time.Since(start), "dry run: nothing written (out_of_range needs the boards and is not judged)")
+			return nil
+		}
+		rdb := assembly.NewRedis(cfg.Redis)
+		defer rdb.Close()
+		st, err := assembly.NewStore(cfg, rdb, log)
+		if err != nil {
+			return err
+		}
+		res, err := rb.Run(ctx, st)
+		if err != nil {
+			return err
+		}
+		replaySummary(stdout, res, time.Since(start), fmt.Sprintf("switched to generation %d; %d keys of old generations deleted", res.Generation, res.Deleted))
 		return nil
 	}
-	rdb := assembly.NewRedis(cfg.Redis)
-	defer rdb.Close()
-	st, err := assembly.NewStore(cfg, rdb, log)
-	if err != nil {
-		return err
-	}
-	res, err := rb.Run(ctx, st)
-	if err != nil {
-		return err
-	}
-	replaySummary(stdout, res, time.Since(start), fmt.Sprintf("switched to generation %d; %d keys of old generations deleted", res.Generation, res.Deleted))
-	return nil
 }
 
 // replayBoards returns the boards of --boards (all when empty), checked.

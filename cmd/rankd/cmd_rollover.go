@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rankd/rankd/internal/assembly"
+	"github.com/spf13/pflag"
 
 	"github.com/rankd/rankd/ranking"
 )
@@ -19,54 +20,58 @@ config, so the next period is ready before its boundary). It is idempotent
 and safe while rankd runs: a Redis lock lets one process roll a board at a
 time. Non-rolling boards need no rollover.`
 
-func rolloverMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("rollover", "rollover --config FILE [--board NAME] [--at TIME]", rolloverHelp, stderr)
+// rolloverSpec is `rankd rollover`.
+var rolloverSpec = spec{use: "rollover --config FILE [--board NAME] [--at TIME]", short: "prefill the rolling boards now (operators, cron)", long: rolloverHelp, flags: rolloverFlags}
+
+func rolloverFlags(fs *pflag.FlagSet) runFunc {
 	cfgFlag := fs.String("config", "", "config `file` (default $RANKD_CONFIG)")
 	board := fs.String("board", "", "roll only this rolling board (default: all of them)")
 	atFlag := fs.String("at", "", "RFC 3339 `time` whose period to roll up to (default: now + rollover.lead)")
 	var lf logFlags
 	lf.register(fs, "text", "warn")
-	cfg, log, path, err := setup(fs, args, cfgFlag, &lf, stderr)
-	if err != nil {
-		return err
-	}
-	at := time.Now().Add(cfg.Rollover.Lead)
-	if *atFlag != "" {
-		if at, err = time.Parse(time.RFC3339, *atFlag); err != nil {
-			return usagef("--at %q: want RFC 3339, e.g. 2026-11-22T00:00:00+08:00", *atFlag)
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		cfg, log, path, err := setup(*cfgFlag, &lf, stderr)
+		if err != nil {
+			return err
 		}
-	}
-	var boards []*ranking.Board
-	for _, b := range cfg.Boards() {
-		if (*board == "" || b.Name == *board) && b.Window == ranking.WindowRolling {
-			boards = append(boards, b)
+		at := time.Now().Add(cfg.Rollover.Lead)
+		if *atFlag != "" {
+			if at, err = time.Parse(time.RFC3339, *atFlag); err != nil {
+				return usagef("--at %q: want RFC 3339, e.g. 2026-11-22T00:00:00+08:00", *atFlag)
+			}
 		}
-	}
-	switch b := cfg.Board(*board); {
-	case *board != "" && b == nil:
-		return usagef("--board %q: no such board in %s", *board, path)
-	case *board != "" && b.Window != ranking.WindowRolling:
-		return usagef("--board %q: a %s board; only rolling boards roll over", *board, b.Window)
-	case len(boards) == 0:
-		fmt.Fprintf(stdout, "%s has no rolling boards: nothing to do\n", path)
+		var boards []*ranking.Board
+		for _, b := range cfg.Boards() {
+			if (*board == "" || b.Name == *board) && b.Window == ranking.WindowRolling {
+				boards = append(boards, b)
+			}
+		}
+		switch b := cfg.Board(*board); {
+		case *board != "" && b == nil:
+			return usagef("--board %q: no such board in %s", *board, path)
+		case *board != "" && b.Window != ranking.WindowRolling:
+			return usagef("--board %q: a %s board; only rolling boards roll over", *board, b.Window)
+		case len(boards) == 0:
+			fmt.Fprintf(stdout, "%s has no rolling boards: nothing to do\n", path)
+			return nil
+		}
+
+		rdb := assembly.NewRedis(cfg.Redis)
+		defer rdb.Close()
+		store, err := assembly.NewStore(cfg, rdb, log)
+		if err != nil {
+			return err
+		}
+		for _, b := range boards {
+			p := b.Calendar().At(at)
+			start := time.Now()
+			if err := store.Rollover(ctx, b.Name, at); err != nil {
+				return fmt.Errorf("board %s: %w", b.Name, err)
+			}
+			fmt.Fprintf(stdout, "%s: rolled up to period %s (%s .. %s) in %s\n", b.Name, p.ID,
+				p.Start.In(b.Location).Format(time.RFC3339), p.End.In(b.Location).Format(time.RFC3339),
+				time.Since(start).Round(time.Millisecond))
+		}
 		return nil
 	}
-
-	rdb := assembly.NewRedis(cfg.Redis)
-	defer rdb.Close()
-	store, err := assembly.NewStore(cfg, rdb, log)
-	if err != nil {
-		return err
-	}
-	for _, b := range boards {
-		p := b.Calendar().At(at)
-		start := time.Now()
-		if err := store.Rollover(ctx, b.Name, at); err != nil {
-			return fmt.Errorf("board %s: %w", b.Name, err)
-		}
-		fmt.Fprintf(stdout, "%s: rolled up to period %s (%s .. %s) in %s\n", b.Name, p.ID,
-			p.Start.In(b.Location).Format(time.RFC3339), p.End.In(b.Location).Format(time.RFC3339),
-			time.Since(start).Round(time.Millisecond))
-	}
-	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/rankd/rankd/internal/assembly"
+	"github.com/spf13/pflag"
 )
 
 const runHelp = `
@@ -29,8 +30,10 @@ settings: a wrong password, an untrusted certificate or TLS on one side only
 stops it with an error naming the setting (exit 1); a server that is down
 does not (it retries, and /readyz says not ready).`
 
-func runMain(ctx context.Context, args []string, _, stderr io.Writer) error {
-	fs := newFlags("run", "run --config FILE [flags]", runHelp, stderr)
+// runSpec is `rankd run`.
+var runSpec = spec{use: "run --config FILE [flags]", short: "consume events, apply them to the boards, serve the HTTP API", long: runHelp, flags: runFlags}
+
+func runFlags(fs *pflag.FlagSet) runFunc {
 	cfgFlag := fs.String("config", "", "config `file` (default $RANKD_CONFIG)")
 	var lf logFlags
 	lf.register(fs, "json", "info")
@@ -43,38 +46,40 @@ func runMain(ctx context.Context, args []string, _, stderr io.Writer) error {
 		"how long a rebalance waits for members to rejoin (0: kafka.rebalance_timeout)")
 	fs.DurationVar(&tune.ShutdownTimeout, "shutdown-timeout", 0,
 		"on SIGINT/SIGTERM, time allowed to apply and commit the batch in hand (0: kafka.shutdown_timeout)")
-	cfg, log, path, err := setup(fs, args, cfgFlag, &lf, stderr)
-	if err != nil {
-		return err
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		cfg, log, path, err := setup(*cfgFlag, &lf, stderr)
+		if err != nil {
+			return err
+		}
+		s, err := assembly.New(cfg, log, tune)
+		if err != nil {
+			return err
+		}
+		if err := assembly.Preflight(ctx, cfg, s.Redis(), log); err != nil {
+			_ = s.Close()
+			return err
+		}
+		ln, err := s.Listen()
+		if err != nil {
+			_ = s.Close()
+			return err
+		}
+		redisAddr := cfg.Redis.Addr
+		switch {
+		case cfg.Redis.Sentinel.Enabled():
+			redisAddr = "sentinel " + cfg.Redis.Sentinel.MasterName + " via " + strings.Join(cfg.Redis.Sentinel.Addrs, ",")
+		case cfg.Redis.Cluster():
+			redisAddr = strings.Join(cfg.Redis.Addrs, ",")
+		}
+		log.Info("rankd running", "config", path, "brokers", strings.Join(cfg.Kafka.Brokers, ","),
+			"group", cfg.Kafka.Group, "topics", strings.Join(cfg.Kafka.Topics, ","), "workers", cfg.Kafka.Workers,
+			"redis", redisAddr, "cluster", cfg.Redis.Cluster(), "prefix", cfg.Redis.Prefix,
+			"http", ln.Addr().String(), "metrics_http", s.MetricsAddr(), "boards", len(cfg.Boards()))
+		err = s.Run(ctx, ln)
+		if err != nil {
+			return err
+		}
+		log.Info("rankd stopped")
+		return nil
 	}
-	s, err := assembly.New(cfg, log, tune)
-	if err != nil {
-		return err
-	}
-	if err := assembly.Preflight(ctx, cfg, s.Redis(), log); err != nil {
-		_ = s.Close()
-		return err
-	}
-	ln, err := s.Listen()
-	if err != nil {
-		_ = s.Close()
-		return err
-	}
-	redisAddr := cfg.Redis.Addr
-	switch {
-	case cfg.Redis.Sentinel.Enabled():
-		redisAddr = "sentinel " + cfg.Redis.Sentinel.MasterName + " via " + strings.Join(cfg.Redis.Sentinel.Addrs, ",")
-	case cfg.Redis.Cluster():
-		redisAddr = strings.Join(cfg.Redis.Addrs, ",")
-	}
-	log.Info("rankd running", "config", path, "brokers", strings.Join(cfg.Kafka.Brokers, ","),
-		"group", cfg.Kafka.Group, "topics", strings.Join(cfg.Kafka.Topics, ","), "workers", cfg.Kafka.Workers,
-		"redis", redisAddr, "cluster", cfg.Redis.Cluster(), "prefix", cfg.Redis.Prefix,
-		"http", ln.Addr().String(), "metrics_http", s.MetricsAddr(), "boards", len(cfg.Boards()))
-	err = s.Run(ctx, ln)
-	if err != nil {
-		return err
-	}
-	log.Info("rankd stopped")
-	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"runtime/debug"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 const versionHelp = `
@@ -19,17 +21,21 @@ A binary built from a checkout with "go build" has the version "devel";
 "go install module@version" stamps the module version. "rankd --version"
 is the same.`
 
-func versionMain(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("version", "version", versionHelp, stderr)
-	if err := parse(fs, args); err != nil {
-		return err
+// versionSpec is `rankd version`.
+var versionSpec = spec{use: "version", short: "print the version and the VCS revision rankd was built from", long: versionHelp, flags: versionFlags}
+
+func versionFlags(fs *pflag.FlagSet) runFunc {
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		bi, ok := debug.ReadBuildInfo()
+		fmt.Fprintln(stdout, versionString(bi, ok))
+		return nil
 	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
+}
+
+// buildVersion is the version line of this binary (rankd --version).
+func buildVersion() string {
 	bi, ok := debug.ReadBuildInfo()
-	fmt.Fprintln(stdout, versionString(bi, ok))
-	return nil
+	return versionString(bi, ok)
 }
 
 // versionString is the line "rankd VERSION (revision REV[, modified][,
