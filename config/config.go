@@ -6,10 +6,8 @@ import (
 	"time"
 	_ "time/tzdata" // time zones on machines without a zoneinfo database
 
-	"github.com/rankd/rankd/consumer"
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/ingest"
-	"github.com/rankd/rankd/ranking/store"
 )
 
 //go:embed example.yaml
@@ -176,30 +174,50 @@ func (c *Config) Router() (*ingest.Router, error) {
 	return r, nil
 }
 
+// The defaults of the file's settings. config owns them: the consumer and
+// the store have defaults of their own for callers that build them without
+// a config, and internal/assembly checks that the two agree.
+const (
+	DefaultGroup             = "rankd"
+	DefaultWorkers           = 2
+	DefaultBatchCount        = 1000
+	DefaultBatchBytes        = 4 << 20
+	DefaultLinger            = 20 * time.Millisecond
+	DefaultDeadLetterTopic   = "rankd-dead-letter"
+	DefaultMinBytes          = 1
+	DefaultMaxWait           = 250 * time.Millisecond
+	DefaultSessionTimeout    = 10 * time.Second
+	DefaultHeartbeatInterval = time.Second
+	DefaultRebalanceTimeout  = 10 * time.Second
+	DefaultShutdownTimeout   = 10 * time.Second
+	DefaultPrefix            = "rankd"
+	DefaultDedupeTTL         = 24 * time.Hour
+	DefaultRolloverLead      = 10 * time.Minute
+	DefaultRolloverInterval  = time.Minute
+)
+
 // defaults returns a Config holding every default; the file overrides it.
-// The defaults of the Kafka consumer are the consumer package's, those of
-// the store ranking/store's; the group name, the topics (the routes') and
-// the HTTP address are the file's own. The per-board defaults are
-// ranking.NewBoard's and ranking.Board.Normalize's.
+// The per-board defaults are ranking.NewBoard's and
+// ranking.Board.Normalize's; the decoding limits ranking/ingest's.
 func defaults() *Config {
 	return &Config{
 		Kafka: Kafka{
-			Group:   "rankd",
-			Workers: consumer.DefaultWorkers,
-			Batch: Batch{Count: consumer.DefaultBatchCount, Bytes: consumer.DefaultBatchBytes,
-				Linger: consumer.DefaultLinger},
-			DeadLetterTopic:   consumer.DefaultDeadLetterTopic,
+			Group:   DefaultGroup,
+			Workers: DefaultWorkers,
+			Batch: Batch{Count: DefaultBatchCount, Bytes: DefaultBatchBytes,
+				Linger: DefaultLinger},
+			DeadLetterTopic:   DefaultDeadLetterTopic,
 			MaxMessageBytes:   ingest.DefaultMaxMessageBytes,
 			FutureSkew:        ingest.DefaultFutureSkew,
-			MinBytes:          consumer.DefaultMinBytes,
-			MaxWait:           consumer.DefaultMaxWait,
-			SessionTimeout:    consumer.DefaultSessionTimeout,
-			HeartbeatInterval: consumer.DefaultHeartbeatInterval,
-			RebalanceTimeout:  consumer.DefaultRebalanceTimeout,
-			ShutdownTimeout:   consumer.DefaultShutdownTimeout,
+			MinBytes:          DefaultMinBytes,
+			MaxWait:           DefaultMaxWait,
+			SessionTimeout:    DefaultSessionTimeout,
+			HeartbeatInterval: DefaultHeartbeatInterval,
+			RebalanceTimeout:  DefaultRebalanceTimeout,
+			ShutdownTimeout:   DefaultShutdownTimeout,
 		},
-		Redis:    Redis{Prefix: store.DefaultPrefix, DedupeTTL: store.DefaultDedupeTTL},
+		Redis:    Redis{Prefix: DefaultPrefix, DedupeTTL: DefaultDedupeTTL},
 		HTTP:     defaultHTTP(),
-		Rollover: Rollover{Lead: store.DefaultRolloverLead, Interval: store.DefaultRolloverInterval},
+		Rollover: Rollover{Lead: DefaultRolloverLead, Interval: DefaultRolloverInterval},
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/ingest"
-	"github.com/rankd/rankd/ranking/store"
 )
 
 // validate checks the decoded configuration, resolves the remaining
@@ -130,7 +129,7 @@ func (l *loader) validateRedis(c *Config) {
 	// The store's rule (non-empty, no hash tag braces); the file also
 	// refuses ':', so that no prefix looks like another's replay generation
 	// (<prefix>:g<N>, <prefix>:gens).
-	if err := store.ValidatePrefix(r.Prefix); err != nil || strings.Contains(r.Prefix, ":") {
+	if r.Prefix == "" || strings.ContainsAny(r.Prefix, "{}:") {
 		l.errorf("redis.prefix", "prefix %q must be non-empty without '{', '}' or ':'", r.Prefix)
 	}
 	if r.DedupeTTL <= 0 {

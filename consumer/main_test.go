@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/internal/oracle"
 	"github.com/rankd/rankd/internal/testenv"
 	"github.com/rankd/rankd/ranking/ingest"
@@ -36,7 +37,7 @@ var schemaTopics = []string{"gift", "like", "comment"}
 type fixture struct {
 	t        *testing.T
 	broker   *testenv.Broker
-	cfg      ExampleConfig
+	cfg      *config.Config
 	router   *ingest.Router
 	kafkaOf  map[string]string // schema topic -> Kafka topic
 	topicMap map[string]string // Kafka topic -> schema topic
