@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/internal/testenv/world"
 	"github.com/rankd/rankd/ranking/ingest"
 )
 
@@ -76,13 +77,13 @@ func TestBadInput(t *testing.T) {
 		topic  string
 		offset int64
 	}
-	var msgs []msg
+	var msgs []world.Msg
 	want := map[origin]string{}
 	names := map[origin]string{}
 	offsets := map[string]int64{}
 	for _, tt := range tests {
-		msgs = append(msgs, msg{topic: tt.topic, key: "k", value: []byte(tt.value), headers: tt.header})
-		o := origin{f.kafkaOf[tt.topic], offsets[tt.topic]}
+		msgs = append(msgs, world.Msg{Topic: tt.topic, Key: "k", Value: []byte(tt.value), Headers: tt.header})
+		o := origin{f.KafkaOf[tt.topic], offsets[tt.topic]}
 		names[o] = tt.name
 		if tt.reason != "" {
 			want[o] = tt.reason
@@ -92,14 +93,14 @@ func TestBadInput(t *testing.T) {
 
 	r := f.start(f.consumerConfig(), f.sink())
 	f.waitReady(r) // exactly-once dead letters hold only without a rebalance mid-batch
-	f.produce(f.newWriter(), msgs)
+	f.Produce(f.NewWriter(), msgs)
 	f.waitCommitted(time.Minute, r)
 
 	// The dead-letter topic holds exactly the bad messages.
 	t.Logf("%d messages produced, %d of them bad", len(msgs), len(want))
 	got := map[origin]string{}
 	lateBoards := map[origin]string{} // the boards header of late dead letters
-	for _, m := range readAll(t, f.broker.Addrs(), f.dlq, len(want)) {
+	for _, m := range readAll(t, f.Broker.Addrs(), f.DLQ, len(want)) {
 		h := map[string]string{}
 		for _, x := range m.Headers {
 			if _, dup := h[x.Key]; !dup {
@@ -166,14 +167,14 @@ func TestBadInput(t *testing.T) {
 	if r.exited() {
 		t.Fatalf("Run returned: %v", r.err)
 	}
-	more := msg{topic: "gift", key: "k", value: []byte(gift("g3", ms(at.Add(time.Hour)), ""))}
-	f.produce(f.newWriter(), []msg{more})
+	more := world.Msg{Topic: "gift", Key: "k", Value: []byte(gift("g3", ms(at.Add(time.Hour)), ""))}
+	f.Produce(f.NewWriter(), []world.Msg{more})
 	f.waitCommitted(time.Minute, r)
 	if err := r.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	o, _ := f.reference(append(msgs, more))
-	f.compare(o)
+	o, _ := f.Reference(append(msgs, more))
+	f.Compare(o)
 }
 
 // readAll reads n messages from partition 0 of topic from the start and

@@ -115,7 +115,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	now := time.Now().UnixNano()
 	c.lastCommit.Store(now)
 	c.lagOK.Store(now)
-	dlq := newDeadLetterWriter(c.cfg)
+	dlq := NewDeadLetterWriter(c.cfg)
 	workers := make([]*worker, c.cfg.Workers)
 	for i := range workers {
 		workers[i] = newWorker(c, i, dlq)
@@ -170,7 +170,7 @@ func (c *Consumer) Ready() bool {
 // watchLag sets rankd_consumer_lag_messages every LagInterval until ctx is
 // done.
 func (c *Consumer) watchLag(ctx context.Context) {
-	tr := transport(c.cfg.Dialer)
+	tr := Transport(c.cfg.Dialer)
 	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(c.cfg.Brokers...), Timeout: 10 * time.Second, Transport: tr}
 	t := time.NewTicker(c.cfg.LagInterval)
@@ -202,10 +202,10 @@ func (c *Consumer) watchLag(ctx context.Context) {
 	}
 }
 
-// transport returns a new kafka.Transport carrying d's TLS and SASL
+// Transport returns a new kafka.Transport carrying d's TLS and SASL
 // settings (d may be nil). Each client gets its own: kafka-go's
 // DefaultTransport caches topic metadata for 6s, shared by everyone.
-func transport(d *kafka.Dialer) *kafka.Transport {
+func Transport(d *kafka.Dialer) *kafka.Transport {
 	if d == nil {
 		return &kafka.Transport{}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/internal/testenv/world"
 )
 
 // faultySink applies every batch with the inner sink and then, on chosen
@@ -54,8 +55,8 @@ func (s *faultySink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLet
 // the boards equal the oracle, nothing lost, nothing counted twice.
 func TestCrashBetweenApplyAndCommit(t *testing.T) {
 	f := newFixture(t, testenv.Redis(t), 3)
-	msgs := workload(2, 2500, "crash")
-	f.produce(f.newWriter(), msgs)
+	msgs := world.Workload(2, 2500, "crash")
+	f.Produce(f.NewWriter(), msgs)
 
 	cfg := f.consumerConfig()
 	cfg.BatchCount = 100
@@ -75,7 +76,7 @@ func TestCrashBetweenApplyAndCommit(t *testing.T) {
 	if testutil.ToFloat64(f.metrics().retries.WithLabelValues("apply")) < 1 {
 		t.Error("no apply retry counted after the injected failure")
 	}
-	lags, err := GroupLag(t.Context(), f.lagClient(), f.group, f.topics)
+	lags, err := GroupLag(t.Context(), f.LagClient(), f.Group, f.Topics)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,8 +98,8 @@ func TestCrashBetweenApplyAndCommit(t *testing.T) {
 	if testutil.ToFloat64(f.metrics().duplicates) <= dupsBefore {
 		t.Error("the resumed consumer saw no duplicates; the crashed batches were not redelivered")
 	}
-	o, applied := f.reference(msgs)
-	f.compare(o)
+	o, applied := f.Reference(msgs)
+	f.Compare(o)
 	if got := total(f.metrics().sinkUpdates); got != float64(applied) {
 		t.Errorf("updates applied = %v over both runs, want %d: something was counted twice or lost", got, applied)
 	}

@@ -24,17 +24,17 @@ const (
 	HeaderTruncated = "truncated"
 )
 
-// deadLetterWriter writes dead letters to the dead-letter topic. It is
+// DeadLetterWriter writes dead letters to the dead-letter topic. It is
 // shared by the workers of a Consumer.
-type deadLetterWriter struct {
+type DeadLetterWriter struct {
 	w   *kafka.Writer
 	tr  *kafka.Transport
 	max int
 }
 
-func newDeadLetterWriter(cfg Config) *deadLetterWriter {
-	tr := transport(cfg.Dialer)
-	return &deadLetterWriter{
+func NewDeadLetterWriter(cfg Config) *DeadLetterWriter {
+	tr := Transport(cfg.Dialer)
+	return &DeadLetterWriter{
 		tr:  tr,
 		max: cfg.DeadLetterMaxBytes,
 		w: &kafka.Writer{
@@ -56,7 +56,7 @@ func newDeadLetterWriter(cfg Config) *deadLetterWriter {
 // write writes dead letters and returns once the brokers acknowledged all of
 // them. On error some may have been written: a retry writes them again (the
 // dead-letter topic is at least once).
-func (d *deadLetterWriter) write(ctx context.Context, dead []DeadLetter) error {
+func (d *DeadLetterWriter) Write(ctx context.Context, dead []DeadLetter) error {
 	msgs := make([]kafka.Message, len(dead))
 	for i, dl := range dead {
 		msgs[i] = d.message(dl)
@@ -66,7 +66,7 @@ func (d *deadLetterWriter) write(ctx context.Context, dead []DeadLetter) error {
 
 // message builds the dead-letter message of dl: the original key, value and
 // headers, after the headers that say why, where from and when.
-func (d *deadLetterWriter) message(dl DeadLetter) kafka.Message {
+func (d *DeadLetterWriter) message(dl DeadLetter) kafka.Message {
 	m := dl.Msg
 	errText := ""
 	if dl.Err != nil {
@@ -108,7 +108,7 @@ func (d *deadLetterWriter) message(dl DeadLetter) kafka.Message {
 }
 
 // Close flushes and closes the writer.
-func (d *deadLetterWriter) Close() error {
+func (d *DeadLetterWriter) Close() error {
 	err := d.w.Close()
 	d.tr.CloseIdleConnections()
 	return err

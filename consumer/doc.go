@@ -2,10 +2,8 @@
 // delivery to a Sink, dead letters, offset commits, backpressure, graceful
 // shutdown, and the loop's metrics and health. It knows nothing of boards;
 // RankingSink connects it to the rest of the flow: Kafka -> consumer ->
-// ranking/ingest (decode, route) -> ranking/store (Store.Apply). PlanReplay
-// and Replay read partitions by offset range; Rebuild is the whole of
-// `rankd replay` (lock, new key generation, replay, verify, switch, delete
-// the old generations).
+// ranking/ingest (decode, route) -> ranking/store (Store.ApplyFrom).
+// `rankd replay` is package consumer/replay.
 //
 // # Stream time
 //

@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/internal/testenv/world"
 )
 
 // TestEndToEnd produces the example workload with kafka-go and with kcat (a
@@ -21,41 +22,41 @@ import (
 // the group has committed everything, and compares every board with the
 // oracle. It also checks readiness, health and the loop's metrics.
 func TestEndToEnd(t *testing.T) {
-	kcat := requireKcat(t)
+	kcat := world.RequireKcat(t)
 	f := newFixture(t, testenv.Redis(t), 3)
-	msgs := workload(1, 3000, "e2e")
+	msgs := world.Workload(1, 3000, "e2e")
 	viaGo, viaKcat := msgs[:2600], msgs[2600:]
 
 	// One message whose ID is only in a Kafka header (kcat -H).
-	var hdrMsg msg
+	var hdrMsg world.Msg
 	for _, m := range msgs {
-		if m.topic == "like" {
+		if m.Topic == "like" {
 			hdrMsg = m
 			break
 		}
 	}
-	hdrMsg.value = regexp.MustCompile(`"id":"[^"]*",`).ReplaceAll(hdrMsg.value, nil)
-	hdrMsg.headers = []kafka.Header{{Key: "id", Value: []byte("kcat-header-id")}}
+	hdrMsg.Value = regexp.MustCompile(`"id":"[^"]*",`).ReplaceAll(hdrMsg.Value, nil)
+	hdrMsg.Headers = []kafka.Header{{Key: "id", Value: []byte("kcat-header-id")}}
 
-	w := f.newWriter()
-	f.produce(w, viaGo[:1300])
+	w := f.NewWriter()
+	f.Produce(w, viaGo[:1300])
 	notRunning := &Consumer{}
 	if notRunning.Ready() {
 		t.Error("a consumer that never ran is ready")
 	}
 	r := f.start(f.consumerConfig(), f.sink())
-	f.produce(w, viaGo[1300:])
-	for _, topic := range schemaTopics {
-		var part []msg
+	f.Produce(w, viaGo[1300:])
+	for _, topic := range world.SchemaTopics {
+		var part []world.Msg
 		for _, m := range viaKcat {
-			if m.topic == topic {
+			if m.Topic == topic {
 				part = append(part, m)
 			}
 		}
-		f.kcatProduce(kcat, topic, part)
+		f.KcatProduce(kcat, topic, part)
 	}
-	f.kcatProduce(kcat, "like", []msg{hdrMsg}, "id=kcat-header-id")
-	all := append(append([]msg(nil), msgs...), hdrMsg)
+	f.KcatProduce(kcat, "like", []world.Msg{hdrMsg}, "id=kcat-header-id")
+	all := append(append([]world.Msg(nil), msgs...), hdrMsg)
 
 	f.waitCommitted(2*time.Minute, r)
 
@@ -67,7 +68,7 @@ func TestEndToEnd(t *testing.T) {
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 		return rec.Code
 	}
-	if code := serve(r.c.ReadyHandler(f.store)); code != http.StatusOK {
+	if code := serve(r.c.ReadyHandler(f.Store)); code != http.StatusOK {
 		t.Errorf("/readyz = %d while consuming with Redis up, want 200", code)
 	}
 	if code := serve(r.c.ReadyHandler(pingerFunc(func(context.Context) error { return errors.New("down") }))); code != http.StatusServiceUnavailable {
@@ -83,12 +84,12 @@ func TestEndToEnd(t *testing.T) {
 	if r.c.Ready() {
 		t.Error("Ready() = true after Run returned")
 	}
-	if code := serve(r.c.ReadyHandler(f.store)); code != http.StatusServiceUnavailable {
+	if code := serve(r.c.ReadyHandler(f.Store)); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz = %d after Run returned, want 503", code)
 	}
 
-	o, applied := f.reference(all)
-	f.compare(o)
+	o, applied := f.Reference(all)
+	f.Compare(o)
 
 	m := f.metrics()
 	if got := total(m.sinkUpdates); got != float64(applied) {
@@ -97,7 +98,7 @@ func TestEndToEnd(t *testing.T) {
 	if got := total(m.messages); got < float64(len(all)) {
 		t.Errorf("rankd_consumer_messages_total = %v, want >= %d", got, len(all))
 	}
-	for _, topic := range f.topics {
+	for _, topic := range f.Topics {
 		if testutil.ToFloat64(m.messages.WithLabelValues(topic)) == 0 {
 			t.Errorf("no messages counted for topic %s", topic)
 		}

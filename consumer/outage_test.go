@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/internal/testenv/world"
 )
 
 // TestRedisOutage stops Redis for about 3 seconds while events are being
@@ -28,8 +29,8 @@ import (
 func TestRedisOutage(t *testing.T) {
 	srv := testenv.NewRedis(t, testenv.RedisOptions{Persist: true})
 	f := newFixture(t, srv, 3)
-	msgs := workload(4, 3000, "outage")
-	w := f.newWriter()
+	msgs := world.Workload(4, 3000, "outage")
+	w := f.NewWriter()
 	rec := newRecordingSink(f.sink())
 	cfg := f.consumerConfig()
 	cfg.BatchCount = 50
@@ -43,12 +44,12 @@ func TestRedisOutage(t *testing.T) {
 			if t.Context().Err() != nil {
 				return
 			}
-			f.produce(w, msgs[i:min(i+50, len(msgs))])
+			f.Produce(w, msgs[i:min(i+50, len(msgs))])
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
 
-	client := f.lagClient()
+	client := f.LagClient()
 	// Poll commits against applied offsets for the whole test.
 	stopPoll := make(chan struct{})
 	polled := make(chan struct{})
@@ -89,7 +90,7 @@ func TestRedisOutage(t *testing.T) {
 		}
 	}
 	rr := httptest.NewRecorder()
-	r.c.ReadyHandler(f.store).ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	r.c.ReadyHandler(f.Store).ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	if rr.Code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz = %d while Redis is down, want 503", rr.Code)
 	}
@@ -133,8 +134,8 @@ func TestRedisOutage(t *testing.T) {
 	if testutil.ToFloat64(f.metrics().redisErrors) == 0 || testutil.ToFloat64(f.metrics().retries.WithLabelValues("apply")) == 0 {
 		t.Error("the outage left no Redis errors or apply retries in the metrics")
 	}
-	o, applied := f.reference(msgs)
-	f.compare(o)
+	o, applied := f.Reference(msgs)
+	f.Compare(o)
 	// Scripts that ran just before the stop but whose replies were lost
 	// are counted as duplicates on the retry, never twice.
 	if got := total(f.metrics().sinkUpdates); got > float64(applied) {

@@ -151,11 +151,24 @@ func (s *RankingSink) applied(p batchPlan) {
 	}
 }
 
-// position returns the sink's position in a partition (after the last
-// batch it applied or observed).
-func (s *RankingSink) position(topic string, partition int) (streamPos, bool) {
+// Position returns the sink's position in a partition, after the last
+// batch it applied or observed: the offset after it and the stream time
+// there. ok is false for a partition it has not seen.
+func (s *RankingSink) Position(topic string, partition int) (Position, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.stream[partitionKey{topic, partition}]
-	return p, ok
+	return Position{Offset: p.next, Time: p.time}, ok
+}
+
+// Position is where a sink stands in a partition (RankingSink.Position).
+type Position struct {
+	Offset int64
+	Time   time.Time
+}
+
+// Counts returns the board updates this sink applied and the duplicate
+// messages it skipped since it was made.
+func (s *RankingSink) Counts() (applied, duplicates int64) {
+	return s.nApplied.Load(), s.nDups.Load()
 }

@@ -3,8 +3,6 @@ package consumer
 import (
 	"context"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/internal/testenv/world"
 )
 
 // TestRedisRollback: Redis rolls back to an older state (a snapshot taken
@@ -23,11 +22,11 @@ import (
 // with every board equal to the oracle.
 func TestRedisRollback(t *testing.T) {
 	f := newFixture(t, testenv.Redis(t), 3)
-	msgs := workload(11, 1200, "rb")
+	msgs := world.Workload(11, 1200, "rb")
 	first, second, third := msgs[:500], msgs[500:900], msgs[900:]
 
 	r := f.start(f.consumerConfig(), f.sink())
-	f.produce(f.newWriter(), first)
+	f.Produce(f.NewWriter(), first)
 	f.waitCommitted(time.Minute, r)
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
@@ -35,7 +34,7 @@ func TestRedisRollback(t *testing.T) {
 	snapshot := f.snapshot()
 
 	r = f.start(f.consumerConfig(), f.sink())
-	f.produce(f.newWriter(), second)
+	f.Produce(f.NewWriter(), second)
 	f.waitCommitted(time.Minute, r)
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
@@ -44,7 +43,7 @@ func TestRedisRollback(t *testing.T) {
 
 	sink := f.sink()
 	r = f.start(f.consumerConfig(), sink)
-	f.produce(f.newWriter(), third)
+	f.Produce(f.NewWriter(), third)
 	f.waitCommitted(time.Minute, r)
 	if err := r.stop(); err != nil {
 		t.Fatal(err)
@@ -59,92 +58,15 @@ func TestRedisRollback(t *testing.T) {
 	if got := testutil.ToFloat64(m.behind); got != 0 {
 		t.Fatalf("rankd_sink_partitions_behind = %v, want 0", got)
 	}
-	o, _ := f.reference(msgs)
-	f.compare(o)
-}
-
-// TestRedisWiped: Redis loses everything (a FLUSHALL) while the group has
-// committed offsets. The consumer must halt those partitions (nothing
-// applied or committed, /readyz 503 naming the cause, the metric up), and
-// resume by itself once the boards are rebuilt from the log (`rankd
-// replay`); then every board equals the oracle.
-func TestRedisWiped(t *testing.T) {
-	f := newFixture(t, testenv.Redis(t), 3)
-	ctx := t.Context()
-	msgs := workload(12, 1000, "wp")
-	first, second := msgs[:600], msgs[600:]
-
-	r := f.start(f.consumerConfig(), f.sink())
-	f.produce(f.newWriter(), first)
-	f.waitCommitted(time.Minute, r)
-	if err := r.stop(); err != nil {
-		t.Fatal(err)
-	}
-	f.restore(nil) // everything of this test's prefix is gone
-
-	sink := f.sink()
-	r = f.start(f.consumerConfig(), sink)
-	f.produce(f.newWriter(), second)
-	deadline := time.Now().Add(30 * time.Second)
-	for len(r.c.Halted()) < 9 {
-		if time.Now().After(deadline) {
-			t.Fatalf("halted %v, want all 9 partitions (3 topics x 3)", r.c.Halted())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(time.Second) // it would have applied and committed the second part by now
-	lags, err := GroupLag(ctx, f.lagClient(), f.group, f.topics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pending int64
-	for _, l := range lags {
-		pending += l.Lag
-	}
-	if pending != int64(len(second)) {
-		t.Fatalf("%d messages not committed while halted, want all %d of the second part", pending, len(second))
-	}
-	if got := testutil.ToFloat64(f.metrics().behind); got != 9 {
-		t.Fatalf("rankd_sink_partitions_behind = %v, want 9", got)
-	}
-	rec := httptest.NewRecorder()
-	r.c.ReadyHandler(f.store).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
-	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "redis holds no position") {
-		t.Fatalf("/readyz = %d %q, want 503 naming the cause", rec.Code, rec.Body.String())
-	}
-	if n, _ := f.rdb.Keys(ctx, f.prefix+":{*").Result(); len(n) != 0 {
-		t.Fatalf("%d board keys written while halted, want 0", len(n))
-	}
-
-	// Rebuild, as rankd replay does, while the consumer waits.
-	var boards []string
-	for _, b := range f.cfg.Boards() {
-		boards = append(boards, b.Name)
-	}
-	rb := &Rebuild{Replay: ReplayConfig{Brokers: f.broker.Addrs(), Topics: f.topics, BatchCount: 97},
-		Schemas: f.cfg.Schemas(), Router: f.router, Boards: boards, Group: f.group,
-		Logger: testLogger(t), SinkOptions: []Option{WithTopicMap(f.topicMap)}}
-	if _, err := rb.Run(ctx, f.store); err != nil {
-		t.Fatal(err)
-	}
-
-	// The consumer resumes on its own.
-	f.waitCommitted(time.Minute, r)
-	if h := r.c.Halted(); len(h) != 0 {
-		t.Fatalf("still halted after the rebuild: %v", h)
-	}
-	if err := r.stop(); err != nil {
-		t.Fatal(err)
-	}
-	o, _ := f.reference(msgs)
-	f.compare(o)
+	o, _ := f.Reference(msgs)
+	f.Compare(o)
 }
 
 // snapshot returns a DUMP of every key of the fixture's prefix.
 func (f *fixture) snapshot() map[string]string {
 	snap := map[string]string{}
-	for _, k := range f.rdb.Keys(context.Background(), f.prefix+":*").Val() {
-		snap[k] = f.rdb.Dump(context.Background(), k).Val()
+	for _, k := range f.RDB.Keys(context.Background(), f.Prefix+":*").Val() {
+		snap[k] = f.RDB.Dump(context.Background(), k).Val()
 	}
 	return snap
 }
@@ -152,12 +74,12 @@ func (f *fixture) snapshot() map[string]string {
 // restore replaces every key of the fixture's prefix with snap.
 func (f *fixture) restore(snap map[string]string) {
 	ctx := context.Background()
-	for _, k := range f.rdb.Keys(ctx, f.prefix+":*").Val() {
-		f.rdb.Del(ctx, k)
+	for _, k := range f.RDB.Keys(ctx, f.Prefix+":*").Val() {
+		f.RDB.Del(ctx, k)
 	}
 	for k, v := range snap {
-		if err := f.rdb.Restore(ctx, k, 0, v).Err(); err != nil {
-			f.t.Fatal(err)
+		if err := f.RDB.Restore(ctx, k, 0, v).Err(); err != nil {
+			f.T.Fatal(err)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -46,6 +47,8 @@ type RankingSink struct {
 	only   map[string]bool // nil: every board
 	replay bool            // Apply with marks only (a replay's sink), not ApplyFrom
 	log    *slog.Logger
+
+	nApplied, nDups atomic.Int64 // Counts
 
 	mu        sync.Mutex
 	stream    map[partitionKey]streamPos // position after the last applied batch (or where Assigned started it)
@@ -364,6 +367,7 @@ func (s *RankingSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLe
 				mp.reason, mp.err, mp.boards = orig.reason, orig.err, orig.boards
 			} else {
 				s.m.duplicates.Inc()
+				s.nDups.Add(1)
 				continue
 			}
 		}
@@ -415,6 +419,7 @@ func (s *RankingSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLe
 			}
 			if dup {
 				s.m.duplicates.Inc()
+				s.nDups.Add(1)
 			}
 			if visible {
 				s.m.eventLag.WithLabelValues(msgs[i].Topic).Observe(now.Sub(mp.ev.Time).Seconds())
@@ -426,6 +431,7 @@ func (s *RankingSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLe
 	}
 	for board, n := range applied {
 		s.m.sinkUpdates.WithLabelValues(board).Add(float64(n))
+		s.nApplied.Add(int64(n))
 	}
 	return dead, nil
 }

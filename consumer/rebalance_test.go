@@ -9,6 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/internal/testenv/world"
 )
 
 // countingSink counts the messages its consumer applied and slows each
@@ -31,12 +32,12 @@ func (s *countingSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadL
 // committedTotal returns the sum of the group's committed offsets and
 // checks them against what was applied.
 func (f *fixture) committedTotal(client *kafka.Client, rec *recordingSink) int64 {
-	f.t.Helper()
-	lags, err := GroupLag(f.t.Context(), client, f.group, f.topics)
+	f.T.Helper()
+	lags, err := GroupLag(f.T.Context(), client, f.Group, f.Topics)
 	if err != nil {
 		return 0
 	}
-	rec.checkCommits(f.t, lags)
+	rec.checkCommits(f.T, lags)
 	var sum int64
 	for _, l := range lags {
 		if l.Committed > 0 {
@@ -53,8 +54,8 @@ func (f *fixture) committedTotal(client *kafka.Client, rec *recordingSink) int64
 // boards equal the oracle.
 func TestRebalance(t *testing.T) {
 	f := newFixture(t, testenv.Redis(t), 3)
-	msgs := workload(3, 4000, "rebal")
-	w := f.newWriter()
+	msgs := world.Workload(3, 4000, "rebal")
+	w := f.NewWriter()
 	rec := newRecordingSink(f.sink())
 	cfg := f.consumerConfig()
 	cfg.Workers = 1
@@ -73,12 +74,12 @@ func TestRebalance(t *testing.T) {
 			if t.Context().Err() != nil {
 				return
 			}
-			f.produce(w, msgs[i:min(i+50, len(msgs))])
+			f.Produce(w, msgs[i:min(i+50, len(msgs))])
 			time.Sleep(40 * time.Millisecond)
 		}
 	}()
 
-	client := f.lagClient()
+	client := f.LagClient()
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(time.Minute)
@@ -116,8 +117,8 @@ func TestRebalance(t *testing.T) {
 	}
 	t.Logf("messages applied per consumer: %d, %d, %d (of %d produced)",
 		sinks[0].n.Load(), sinks[1].n.Load(), sinks[2].n.Load(), len(msgs))
-	o, applied := f.reference(msgs)
-	f.compare(o)
+	o, applied := f.Reference(msgs)
+	f.Compare(o)
 	if got := total(f.metrics().sinkUpdates); got != float64(applied) {
 		t.Errorf("updates applied = %v, want %d", got, applied)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/internal/testenv/world"
 )
 
 // blockingSink holds every Apply until released, telling when one starts.
@@ -32,7 +33,7 @@ func (s *blockingSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadL
 // nothing else is applied after the cancel.
 func TestShutdownFinishesBatch(t *testing.T) {
 	f := newFixture(t, testenv.Redis(t), 3)
-	f.produce(f.newWriter(), workload(5, 500, "shutdown"))
+	f.Produce(f.NewWriter(), world.Workload(5, 500, "shutdown"))
 	rec := newRecordingSink(f.sink())
 	s := &blockingSink{inner: rec, entered: make(chan struct{}), release: make(chan struct{})}
 	cfg := f.consumerConfig()
@@ -52,7 +53,7 @@ func TestShutdownFinishesBatch(t *testing.T) {
 	if n := s.calls.Load(); n != 1 {
 		t.Errorf("%d batches applied, want only the one in hand at the cancel", n)
 	}
-	lags, err := GroupLag(t.Context(), f.lagClient(), f.group, f.topics)
+	lags, err := GroupLag(t.Context(), f.LagClient(), f.Group, f.Topics)
 	if err != nil {
 		t.Fatal(err)
 	}

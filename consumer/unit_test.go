@@ -56,7 +56,7 @@ func TestBackoff(t *testing.T) {
 }
 
 func TestDeadLetterMessage(t *testing.T) {
-	d := &deadLetterWriter{max: 1000}
+	d := &DeadLetterWriter{max: 1000}
 	orig := kafka.Message{Topic: "gift", Partition: 2, Offset: 42, Key: []byte("k"), Value: []byte("{bad"), Time: time.UnixMilli(1234),
 		Headers: []kafka.Header{{Key: "id", Value: []byte("x")}}}
 	m := d.message(DeadLetter{Msg: orig, Reason: "decode", Err: errors.New("unexpected EOF")})

@@ -27,7 +27,7 @@ type worker struct {
 	sink     Sink
 	m        *metrics
 	log      *slog.Logger
-	dlq      *deadLetterWriter
+	dlq      *DeadLetterWriter
 	joined   atomic.Bool
 	gens     atomic.Int64                  // generations joined
 	progress *atomic.Int64                 // the consumer's time of the last successful commit (unix ns)
@@ -46,7 +46,7 @@ type worker struct {
 // partitions it halted (they resume once `rankd replay` rebuilt them).
 const haltRecheck = 2 * time.Second
 
-func newWorker(c *Consumer, id int, dlq *deadLetterWriter) *worker {
+func newWorker(c *Consumer, id int, dlq *DeadLetterWriter) *worker {
 	return &worker{id: id, cfg: c.cfg, sink: c.sink, m: c.m, log: c.log.With("worker", id), dlq: dlq,
 		topics: map[string]prometheus.Counter{}, progress: &c.lastCommit, halted: map[partitionKey]string{},
 		onHalt: c.haltChanged}
@@ -310,7 +310,7 @@ func (w *worker) seek(lctx context.Context, f *feed, moves []Move) {
 	}
 	first := map[partitionKey]int64{}
 	if len(explicit) > 0 {
-		tr := transport(w.cfg.Dialer)
+		tr := Transport(w.cfg.Dialer)
 		defer tr.CloseIdleConnections()
 		client := &kafka.Client{Addr: kafka.TCP(w.cfg.Brokers...), Timeout: 10 * time.Second, Transport: tr}
 		var err error
@@ -436,7 +436,7 @@ func (w *worker) process(lctx, hard context.Context, gen *kafka.Generation, f *f
 		}
 		if err == nil && len(dead) > 0 {
 			op = "dead_letter"
-			if err = w.dlq.write(hard, dead); err == nil {
+			if err = w.dlq.Write(hard, dead); err == nil {
 				for _, d := range dead {
 					w.m.deadLetters.WithLabelValues(d.Reason).Inc()
 				}

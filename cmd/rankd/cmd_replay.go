@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rankd/rankd/consumer/replay"
+
 	"github.com/rankd/rankd/internal/assembly"
 	"github.com/spf13/pflag"
 
@@ -25,7 +27,6 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 
 	"github.com/rankd/rankd/config"
-	"github.com/rankd/rankd/consumer"
 	"github.com/rankd/rankd/internal/secure"
 )
 
@@ -100,7 +101,7 @@ func replayCmdFlags(fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		var rc consumer.ReplayConfig
+		var rc replay.Config
 		if f.from != "earliest" {
 			if rc.From, err = time.Parse(time.RFC3339, f.from); err != nil {
 				return usagef("--from %q: want earliest or RFC 3339, e.g. 2026-11-01T00:00:00+08:00", f.from)
@@ -155,7 +156,7 @@ func replayCmdFlags(fs *pflag.FlagSet) runFunc {
 			defer stop()
 		}
 		view := newReplayProgress(ctx, f.progress, stdout, stderr, log)
-		rb := &consumer.Rebuild{
+		rb := &replay.Rebuild{
 			Replay: rc, Schemas: cfg.Schemas(), Router: router, Boards: boards, Group: cfg.Kafka.Group, DeadLetterTopic: cfg.Kafka.DeadLetterTopic,
 			RolloverLead: cfg.Rollover.Lead, LockTTL: f.lockTTL, LockWait: f.lockWait, DropAfter: f.dropAfter, KeepOld: f.keepOld,
 			Registry: reg, Logger: log, Observer: view,
@@ -254,7 +255,7 @@ func newReplayProgress(ctx context.Context, mode string, stdout, stderr io.Write
 	return &replayProgress{ctx: ctx, mode: mode, stdout: stdout, stderr: stderr, log: log}
 }
 
-func (v *replayProgress) Planned(ranges []consumer.PartitionRange) {
+func (v *replayProgress) Planned(ranges []replay.Range) {
 	v.totals, v.done = map[string]int64{}, map[string]int64{}
 	for _, pr := range ranges {
 		if _, ok := v.totals[pr.Topic]; !ok {
@@ -304,7 +305,7 @@ func (v *replayProgress) Replayed(err error) {
 	}
 }
 
-func (v *replayProgress) Verified(sizes []consumer.BoardSize) {
+func (v *replayProgress) Verified(sizes []replay.BoardSize) {
 	fmt.Fprintf(v.stdout, "verify: every partition replayed to its end offset; dims per board (old generation -> new):\n")
 	for _, s := range sizes {
 		fmt.Fprintf(v.stdout, "  %-28s g%d %6d -> g%d %6d\n", s.Board, s.OldGen, s.Old, s.NewGen, s.New)
@@ -339,7 +340,7 @@ func (v *replayProgress) logLoop() {
 }
 
 // replaySummary prints the outcome of a replay.
-func replaySummary(w io.Writer, res consumer.RebuildResult, d time.Duration, outcome string) {
+func replaySummary(w io.Writer, res replay.Result, d time.Duration, outcome string) {
 	st := res.Stats
 	rate := float64(st.Messages) / res.ReplayTime.Seconds()
 	fmt.Fprintf(w, "replay: %s in %s\n", outcome, d.Round(time.Millisecond))

@@ -8,17 +8,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rankd/rankd/consumer/replay"
+
 	"github.com/rankd/rankd/internal/assembly"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/rankd/rankd/consumer"
 )
 
 const replayLockTTL = time.Minute
 
 // replay rebuilds every board from the preloaded log into a new key
-// generation with consumer.Rebuild, as `rankd replay --yes` does (the
+// generation with replay.Rebuild, as `rankd replay --yes` does (the
 // rankd group's committed offsets split the batches; the old generation
 // is deleted at once: DropAfter 0). The rate is that of the replay proper
 // (reading and applying, between the Rebuild's Planned and Replayed), as
@@ -54,8 +54,8 @@ func (e *env) replay(ctx context.Context) (*Replay, error) {
 	}
 	obs := &replayObserver{e: e, ctx: ctx}
 	e.prog.set("replay", func() (int64, int64) { return obs.sum.Load(), int64(e.o.Events) })
-	rb := &consumer.Rebuild{
-		Replay:  consumer.ReplayConfig{Brokers: e.brokers, Topics: topics},
+	rb := &replay.Rebuild{
+		Replay:  replay.Config{Brokers: e.brokers, Topics: topics},
 		Schemas: cfg.Schemas(), Router: router, Boards: boards, Group: rankdGroup,
 		RolloverLead: cfg.Rollover.Lead, LockTTL: replayLockTTL,
 		Logger: e.o.Log, Observer: obs,
@@ -104,7 +104,7 @@ type replayObserver struct {
 	err      error
 }
 
-func (o *replayObserver) Planned([]consumer.PartitionRange) {
+func (o *replayObserver) Planned([]replay.Range) {
 	var err error
 	o.before, err = o.e.meter(o.ctx)
 	o.fail(err)
@@ -139,7 +139,7 @@ func (o *replayObserver) Replayed(err error) {
 	o.e.prog.set("replay: rollover, verification, switch, deletion of the old generation", nil)
 }
 
-func (o *replayObserver) Verified([]consumer.BoardSize) {}
+func (o *replayObserver) Verified([]replay.BoardSize) {}
 
 func (o *replayObserver) fail(err error) {
 	o.mu.Lock()

@@ -1,4 +1,4 @@
-package consumer
+package replay
 
 import (
 	"context"
@@ -32,7 +32,7 @@ func NewDryRunStore(boards []*ranking.Board) *DryRunStore {
 	return d
 }
 
-// Apply implements Store.
+// Apply implements consumer.Store.
 func (d *DryRunStore) Apply(_ context.Context, evs []store.Event, _ ...store.Mark) (ranking.Result, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -64,22 +64,22 @@ func (d *DryRunStore) Apply(_ context.Context, evs []store.Event, _ ...store.Mar
 	return res, nil
 }
 
-// StreamTimes implements Store: a dry run reads every partition from its
+// StreamTimes implements consumer.Store: a dry run reads every partition from its
 // start, so every stream time starts at zero.
 func (d *DryRunStore) StreamTimes(_ context.Context, at []store.Mark) ([]time.Time, error) {
 	return make([]time.Time, len(at)), nil
 }
 
-// ApplyFrom implements Store: Apply (a dry run's sink is a replay's, which
+// ApplyFrom implements consumer.Store: Apply (a dry run's sink is a replay's, which
 // never calls it).
 func (d *DryRunStore) ApplyFrom(ctx context.Context, evs []store.Event, _ []store.Span) (ranking.Result, error) {
 	return d.Apply(ctx, evs)
 }
 
-// Positions implements Store: a dry run knows no positions.
+// Positions implements consumer.Store: a dry run knows no positions.
 func (d *DryRunStore) Positions(_ context.Context, at []store.Span) ([]store.Position, error) {
 	return make([]store.Position, len(at)), nil
 }
 
-// GensIntact implements Store.
+// GensIntact implements consumer.Store.
 func (d *DryRunStore) GensIntact(context.Context) (bool, error) { return true, nil }

@@ -1,4 +1,4 @@
-package consumer
+package replay
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rankd/rankd/consumer"
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 )
 
-// ReplayConfig configures PlanReplay and Replay. Zero values take the
+// Config configures Plan and Replay. Zero values take the
 // defaults.
-type ReplayConfig struct {
+type Config struct {
 	Brokers []string
 	Dialer  *kafka.Dialer // TLS / SASL; nil: plain TCP
 	Topics  []string      // Kafka topics to replay
@@ -25,25 +26,25 @@ type ReplayConfig struct {
 	// the partitions' stream times, but not applied.
 	From time.Time
 	// To ends it before the first message whose timestamp is after To;
-	// zero: at the end of the log when PlanReplay runs.
+	// zero: at the end of the log when Plan runs.
 	To time.Time
 	// BatchCount is the most messages per Sink.Apply; default 5000.
 	BatchCount int
 	// Parallel is how many partitions are applied at once; default 4.
 	Parallel int
-	// MaxWait bounds a fetch's wait; default DefaultMaxWait (250ms).
+	// MaxWait bounds a fetch's wait; default consumer.DefaultMaxWait (250ms).
 	MaxWait time.Duration
 	// Progress, when set, is called after every batch with the messages
 	// read so far of the batch's topic (from From; skipped ones not
 	// counted). It must not block.
 	Progress func(topic string, done int64)
 	// DeadLetters, when set, writes the dead letters of messages at or
-	// after their range's DeadFrom (see PartitionRange); an error is
+	// after their range's DeadFrom (see Range); an error is
 	// retried with the batch.
-	DeadLetters func(ctx context.Context, dead []DeadLetter) error
+	DeadLetters func(ctx context.Context, dead []consumer.DeadLetter) error
 }
 
-func (c ReplayConfig) withDefaults() ReplayConfig {
+func (c Config) withDefaults() Config {
 	if c.BatchCount <= 0 {
 		c.BatchCount = 5000
 	}
@@ -51,13 +52,13 @@ func (c ReplayConfig) withDefaults() ReplayConfig {
 		c.Parallel = 4
 	}
 	if c.MaxWait <= 0 {
-		c.MaxWait = DefaultMaxWait
+		c.MaxWait = consumer.DefaultMaxWait
 	}
 	return c
 }
 
-// PartitionRange is what a replay reads of one partition.
-type PartitionRange struct {
+// Range is what a replay reads of one partition.
+type Range struct {
 	Topic     string
 	Partition int
 	First     int64 // first offset of the log: stream time starts here
@@ -68,15 +69,15 @@ type PartitionRange struct {
 	// offsets, from which live consumption resumes (see SplitAtCommitted).
 	Splits []int64
 	// DeadFrom is the offset from which the replay writes dead letters
-	// (ReplayConfig.DeadLetters): the live group's committed offset, below
-	// which live consumption wrote them (SplitAtCommitted). PlanReplay sets
+	// (Config.DeadLetters): the live group's committed offset, below
+	// which live consumption wrote them (SplitAtCommitted). Plan sets
 	// it to End: none.
 	DeadFrom int64
 }
 
 // SplitAtCommitted adds the committed offsets of lags (a live group's) to
 // the Splits of their ranges.
-func SplitAtCommitted(ranges []PartitionRange, lags []PartitionLag) {
+func SplitAtCommitted(ranges []Range, lags []consumer.PartitionLag) {
 	for i := range ranges {
 		for _, l := range lags {
 			if l.Topic == ranges[i].Topic && l.Partition == ranges[i].Partition && l.Committed >= 0 && l.Committed < ranges[i].DeadFrom {
@@ -90,23 +91,23 @@ func SplitAtCommitted(ranges []PartitionRange, lags []PartitionLag) {
 }
 
 // Total is the number of offsets applied.
-func (r PartitionRange) Total() int64 { return max(r.End-r.From, 0) }
+func (r Range) Total() int64 { return max(r.End-r.From, 0) }
 
-// PlanReplay reads, for every partition of cfg.Topics, the offsets a
+// Plan reads, for every partition of cfg.Topics, the offsets a
 // replay covers: from the start of the log (or cfg.From) to its current end
 // (or cfg.To). Call it after the generation to build is marked as being
 // built: every message that live consumption applied without writing the
 // new generation is then below End.
-func PlanReplay(ctx context.Context, cfg ReplayConfig) ([]PartitionRange, error) {
+func Plan(ctx context.Context, cfg Config) ([]Range, error) {
 	cfg = cfg.withDefaults()
-	tr := transport(cfg.Dialer)
+	tr := consumer.Transport(cfg.Dialer)
 	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(cfg.Brokers...), Timeout: 30 * time.Second, Transport: tr}
 	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: cfg.Topics})
 	if err != nil {
 		return nil, fmt.Errorf("reading topic metadata: %w", err)
 	}
-	var out []PartitionRange
+	var out []Range
 	for _, tm := range md.Topics {
 		if tm.Error != nil {
 			return nil, fmt.Errorf("topic %s: %w", tm.Name, tm.Error)
@@ -128,7 +129,7 @@ func PlanReplay(ctx context.Context, cfg ReplayConfig) ([]PartitionRange, error)
 			return nil, err
 		}
 		for _, po := range offs {
-			r := PartitionRange{Topic: tm.Name, Partition: po.Partition, First: po.FirstOffset, From: po.FirstOffset, End: po.LastOffset, DeadFrom: po.LastOffset}
+			r := Range{Topic: tm.Name, Partition: po.Partition, First: po.FirstOffset, From: po.FirstOffset, End: po.LastOffset, DeadFrom: po.LastOffset}
 			if o, ok := from[po.Partition]; ok {
 				r.From = min(max(o, r.First), r.End)
 			}
@@ -138,7 +139,7 @@ func PlanReplay(ctx context.Context, cfg ReplayConfig) ([]PartitionRange, error)
 			out = append(out, r)
 		}
 	}
-	slices.SortFunc(out, func(a, b PartitionRange) int {
+	slices.SortFunc(out, func(a, b Range) int {
 		if a.Topic != b.Topic {
 			if a.Topic < b.Topic {
 				return -1
@@ -190,16 +191,16 @@ func timeOffsets(ctx context.Context, client *kafka.Client, topic string, parts 
 	return out, nil
 }
 
-// Replayer is the part of RankingSink a replay needs: Apply for the
+// Sink is the part of consumer.RankingSink a replay needs: Apply for the
 // messages it rebuilds from, Observe for those before the start, which
 // only advance their partitions' stream times.
-type Replayer interface {
-	Sink
+type Sink interface {
+	consumer.Sink
 	Observe(ctx context.Context, msgs []kafka.Message) error
 }
 
-// ReplayStats is what Replay did.
-type ReplayStats struct {
+// Stats is what Replay did.
+type Stats struct {
 	Messages    int64            // messages applied (from From)
 	Observed    int64            // messages read before From (stream time only)
 	DeadLetters map[string]int64 // by reason (not written anywhere: live consumption wrote them)
@@ -213,11 +214,11 @@ type ReplayStats struct {
 // dead letters (but those of messages from each range's DeadFrom on, to
 // cfg.DeadLetters: messages live consumption never dead-lettered) and
 // commits no offsets: a replay is a function of the ranges.
-func Replay(ctx context.Context, cfg ReplayConfig, ranges []PartitionRange, sink Replayer) (ReplayStats, error) {
+func Run(ctx context.Context, cfg Config, ranges []Range, sink Sink) (Stats, error) {
 	cfg = cfg.withDefaults()
 	var (
 		mu    sync.Mutex
-		stats = ReplayStats{DeadLetters: map[string]int64{}}
+		stats = Stats{DeadLetters: map[string]int64{}}
 		done  = map[string]*atomic.Int64{}
 	)
 	for _, r := range ranges {
@@ -232,7 +233,7 @@ func Replay(ctx context.Context, cfg ReplayConfig, ranges []PartitionRange, sink
 			continue
 		}
 		g.Go(func() error {
-			return replayPartition(gctx, cfg, r, sink, sem, func(applied, observed int64, dead []DeadLetter) {
+			return replayPartition(gctx, cfg, r, sink, sem, func(applied, observed int64, dead []consumer.DeadLetter) {
 				mu.Lock()
 				stats.Messages += applied
 				stats.Observed += observed
@@ -251,8 +252,8 @@ func Replay(ctx context.Context, cfg ReplayConfig, ranges []PartitionRange, sink
 	return stats, err
 }
 
-func replayPartition(ctx context.Context, cfg ReplayConfig, r PartitionRange, sink Replayer, sem chan struct{},
-	report func(applied, observed int64, dead []DeadLetter)) error {
+func replayPartition(ctx context.Context, cfg Config, r Range, sink Sink, sem chan struct{},
+	report func(applied, observed int64, dead []consumer.DeadLetter)) error {
 	rd := kafka.NewReader(kafka.ReaderConfig{
 		Brokers: cfg.Brokers, Topic: r.Topic, Partition: r.Partition, Dialer: cfg.Dialer,
 		MaxWait: cfg.MaxWait, MaxBytes: 1 << 20, QueueCapacity: 1000, ReadBatchTimeout: 10 * time.Second,
@@ -325,8 +326,8 @@ func replayPartition(ctx context.Context, cfg ReplayConfig, r PartitionRange, si
 	return nil
 }
 
-func applyReplayBatch(ctx context.Context, cfg ReplayConfig, sink Replayer, batch []kafka.Message, observing bool, deadFrom int64,
-	report func(applied, observed int64, dead []DeadLetter)) error {
+func applyReplayBatch(ctx context.Context, cfg Config, sink Sink, batch []kafka.Message, observing bool, deadFrom int64,
+	report func(applied, observed int64, dead []consumer.DeadLetter)) error {
 	for attempt := 1; ; attempt++ {
 		var err error
 		if observing {
@@ -335,9 +336,9 @@ func applyReplayBatch(ctx context.Context, cfg ReplayConfig, sink Replayer, batc
 				return nil
 			}
 		} else {
-			var dead []DeadLetter
+			var dead []consumer.DeadLetter
 			if dead, err = sink.Apply(ctx, batch); err == nil && cfg.DeadLetters != nil {
-				var write []DeadLetter
+				var write []consumer.DeadLetter
 				for _, d := range dead {
 					if d.Msg.Offset >= deadFrom {
 						write = append(write, d)

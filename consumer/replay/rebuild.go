@@ -1,4 +1,4 @@
-package consumer
+package replay
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/rankd/rankd/consumer"
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/ingest"
 	"github.com/rankd/rankd/ranking/store"
@@ -26,7 +27,7 @@ import (
 //
 //	lock (a token in Redis, renewed; two rebuilds at once are refused)
 //	-> BeginBuild (live instances also write every batch into the new
-//	   generation from now on) -> PlanReplay (end offsets read after)
+//	   generation from now on) -> Plan (end offsets read after)
 //	-> Replay into the new generation -> roll the rolling boards over
 //	-> verify -> Switch -> delete the old generations, twice, DropAfter
 //	   apart -> MarkDropped -> unlock
@@ -37,8 +38,8 @@ import (
 type Rebuild struct {
 	// Replay says what to read: Brokers, Dialer, Topics, From, To (dry
 	// runs only), BatchCount, Parallel. Its Progress is set by the Rebuild
-	// (see RebuildObserver).
-	Replay ReplayConfig
+	// (see Observer).
+	Replay Config
 	// Schemas and Router decode and route the messages, as live.
 	Schemas map[string]*ingest.Schema
 	Router  *ingest.Router
@@ -73,18 +74,18 @@ type Rebuild struct {
 	// it. Nil: a private one.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
-	// SinkOptions are added to the sink's options (WithTopicMap, ...).
-	SinkOptions []Option
+	// SinkOptions are added to the sink's options (consumer.WithTopicMap, ...).
+	SinkOptions []consumer.Option
 	// Observer is told the plan, the progress and the verification, for
 	// display; nil: nothing.
-	Observer RebuildObserver
+	Observer Observer
 }
 
-// RebuildObserver follows a Rebuild. Progress may be called from several
+// Observer follows a Rebuild. Progress may be called from several
 // goroutines at once; no method may block for long.
-type RebuildObserver interface {
+type Observer interface {
 	// Planned gives the partition ranges before the replay reads them.
-	Planned(ranges []PartitionRange)
+	Planned(ranges []Range)
 	// Progress gives the messages replayed so far of a topic.
 	Progress(topic string, done int64)
 	// Replayed says the replay ended: err nil when every partition
@@ -102,9 +103,9 @@ type BoardSize struct {
 	Old, New       int64
 }
 
-// RebuildResult is what a Rebuild did.
-type RebuildResult struct {
-	Stats ReplayStats
+// Result is what a Rebuild did.
+type Result struct {
+	Stats Stats
 	// ReplayTime is the time spent reading and applying (Replay).
 	ReplayTime time.Duration
 	// Applied is the board updates applied, Duplicates the duplicate
@@ -136,15 +137,15 @@ func (r *Rebuild) defaults() {
 // them), of which r.Boards are judged. The result's Stats.DeadLetters are
 // what would be dead-lettered (out_of_range needs the boards and is not
 // judged).
-func (r *Rebuild) DryRun(ctx context.Context, boards []*ranking.Board) (RebuildResult, error) {
+func (r *Rebuild) DryRun(ctx context.Context, boards []*ranking.Board) (Result, error) {
 	r.defaults()
-	ranges, err := PlanReplay(ctx, r.Replay)
+	ranges, err := Plan(ctx, r.Replay)
 	if err != nil {
-		return RebuildResult{}, err
+		return Result{}, err
 	}
-	sink, err := NewRankingSink(r.Schemas, r.Router, NewDryRunStore(boards), r.sinkOptions()...)
+	sink, err := consumer.NewRankingSink(r.Schemas, r.Router, NewDryRunStore(boards), r.sinkOptions()...)
 	if err != nil {
-		return RebuildResult{}, err
+		return Result{}, err
 	}
 	return r.replay(ctx, ranges, sink)
 }
@@ -153,7 +154,7 @@ func (r *Rebuild) DryRun(ctx context.Context, boards []*ranking.Board) (RebuildR
 // switches to the new generation. An error before the switch leaves the
 // active generation unchanged; one after it (deleting the old
 // generations) is reported with the generation switched to.
-func (r *Rebuild) Run(ctx context.Context, st *store.Store) (RebuildResult, error) {
+func (r *Rebuild) Run(ctx context.Context, st *store.Store) (Result, error) {
 	r.defaults()
 	log := r.Logger
 
@@ -166,10 +167,10 @@ func (r *Rebuild) Run(ctx context.Context, st *store.Store) (RebuildResult, erro
 			break
 		}
 		if !errors.Is(err, store.ErrReplayLock) || time.Now().After(deadline) {
-			return RebuildResult{}, err
+			return Result{}, err
 		}
 		if !sleep(ctx, 200*time.Millisecond) {
-			return RebuildResult{}, ctx.Err()
+			return Result{}, ctx.Err()
 		}
 	}
 	defer func() {
@@ -186,18 +187,18 @@ func (r *Rebuild) Run(ctx context.Context, st *store.Store) (RebuildResult, erro
 
 	before, err := st.Generations(ctx)
 	if err != nil {
-		return RebuildResult{}, err
+		return Result{}, err
 	}
 	gen, _, err := st.BeginBuild(ctx, token, r.Boards) // a dead rebuild's build is listed to drop in the gens hash
 	if err != nil {
-		return RebuildResult{}, err
+		return Result{}, err
 	}
 	log.Info("replay started", "generation", gen, "boards", strings.Join(r.Boards, ","), "topics", strings.Join(r.Replay.Topics, ","))
 	// Read after BeginBuild: whatever live consumption applied without
 	// writing the new generation is below these end offsets.
-	ranges, err := PlanReplay(ctx, r.Replay)
+	ranges, err := Plan(ctx, r.Replay)
 	if err != nil {
-		return RebuildResult{}, err
+		return Result{}, err
 	}
 	// Batches end at the live group's committed offsets, so that the stream
 	// time marks live consumption resumes from are exact there too (after a
@@ -208,15 +209,15 @@ func (r *Rebuild) Run(ctx context.Context, st *store.Store) (RebuildResult, erro
 		SplitAtCommitted(ranges, lags)
 	}
 	build := st.Generation(gen)
-	sink, err := NewRankingSink(r.Schemas, r.Router, build, r.sinkOptions()...)
+	sink, err := consumer.NewRankingSink(r.Schemas, r.Router, build, r.sinkOptions()...)
 	if err != nil {
-		return RebuildResult{}, err
+		return Result{}, err
 	}
 	if r.DeadLetterTopic != "" {
-		dlq := newDeadLetterWriter(Config{Brokers: r.Replay.Brokers, Dialer: r.Replay.Dialer,
-			DeadLetterTopic: r.DeadLetterTopic, DeadLetterMaxBytes: DefaultDeadLetterMaxBytes})
+		dlq := consumer.NewDeadLetterWriter(consumer.Config{Brokers: r.Replay.Brokers, Dialer: r.Replay.Dialer,
+			DeadLetterTopic: r.DeadLetterTopic, DeadLetterMaxBytes: consumer.DefaultDeadLetterMaxBytes})
 		defer dlq.Close()
-		r.Replay.DeadLetters = dlq.write
+		r.Replay.DeadLetters = dlq.Write
 	}
 	res, err := r.replay(ctx, ranges, sink)
 	if err != nil {
@@ -303,7 +304,7 @@ func (r *Rebuild) Run(ctx context.Context, st *store.Store) (RebuildResult, erro
 // consumption halted there (Redis lost what it knew) resumes from the end
 // of the replay; it does so only when every board was rebuilt (a board
 // left out would miss the offsets between). See store.RaisePositions.
-func (r *Rebuild) raisePositions(ctx context.Context, st *store.Store, ranges []PartitionRange, sink *RankingSink) error {
+func (r *Rebuild) raisePositions(ctx context.Context, st *store.Store, ranges []Range, sink *consumer.RankingSink) error {
 	for _, b := range st.Boards() {
 		if !slices.Contains(r.Boards, b.Name) {
 			r.Logger.Warn("not every board was rebuilt: partitions that live consumption halted stay halted until a replay of every board", "left_out", b.Name)
@@ -313,8 +314,8 @@ func (r *Rebuild) raisePositions(ctx context.Context, st *store.Store, ranges []
 	marks := make([]store.Mark, 0, len(ranges))
 	for _, pr := range ranges {
 		m := store.Mark{Topic: pr.Topic, Partition: pr.Partition, Offset: pr.End}
-		if p, ok := sink.position(pr.Topic, pr.Partition); ok && p.next == pr.End {
-			m.Time = p.time
+		if p, ok := sink.Position(pr.Topic, pr.Partition); ok && p.Offset == pr.End {
+			m.Time = p.Time
 		} else if pr.End > pr.First {
 			continue // not replayed to its end: leave it
 		}
@@ -328,8 +329,8 @@ func (r *Rebuild) raisePositions(ctx context.Context, st *store.Store, ranges []
 	return nil
 }
 
-func (r *Rebuild) sinkOptions() []Option {
-	return append([]Option{WithRegisterer(r.Registry), WithLogger(r.Logger), WithBoards(r.Boards), WithReplay()}, r.SinkOptions...)
+func (r *Rebuild) sinkOptions() []consumer.Option {
+	return append([]consumer.Option{consumer.WithRegisterer(r.Registry), consumer.WithLogger(r.Logger), consumer.WithBoards(r.Boards), consumer.WithReplay()}, r.SinkOptions...)
 }
 
 // renewLock renews the replay lock every sixth of its TTL until ctx is
@@ -372,13 +373,13 @@ func abort(ctx context.Context, gen int, err error) error {
 }
 
 // replay runs Replay with the observer and the progress gauges.
-func (r *Rebuild) replay(ctx context.Context, ranges []PartitionRange, sink *RankingSink) (RebuildResult, error) {
+func (r *Rebuild) replay(ctx context.Context, ranges []Range, sink *consumer.RankingSink) (Result, error) {
 	done := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "rankd", Subsystem: "replay", Name: "messages_done",
 		Help: "Messages replayed so far, per topic."}, []string{"topic"})
 	total := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "rankd", Subsystem: "replay", Name: "messages_total",
 		Help: "Messages the replay covers, per topic."}, []string{"topic"})
 	if err := errors.Join(r.Registry.Register(done), r.Registry.Register(total)); err != nil {
-		return RebuildResult{}, fmt.Errorf("replay metrics: %w", err)
+		return Result{}, fmt.Errorf("replay metrics: %w", err)
 	}
 	totals := map[string]int64{}
 	for _, pr := range ranges {
@@ -395,41 +396,23 @@ func (r *Rebuild) replay(ctx context.Context, ranges []PartitionRange, sink *Ran
 		r.Observer.Progress(topic, n)
 	}
 	began := time.Now()
-	stats, err := Replay(ctx, rc, ranges, sink)
-	res := RebuildResult{Stats: stats, ReplayTime: time.Since(began),
-		Applied:    int64(r.counter("rankd_sink_updates_applied_total")),
-		Duplicates: int64(r.counter("rankd_sink_duplicates_total"))}
+	stats, err := Run(ctx, rc, ranges, sink)
+	res := Result{Stats: stats, ReplayTime: time.Since(began)}
+	res.Applied, res.Duplicates = sink.Counts()
 	r.Observer.Replayed(err)
 	return res, err
 }
 
-// counter sums a counter's series on the registry.
-func (r *Rebuild) counter(name string) float64 {
-	mfs, err := r.Registry.Gather()
-	if err != nil {
-		return 0
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
-}
-
 // groupLags reads the live group's committed offsets of the replayed
 // topics; nil when the group is not given or has committed nothing.
-func (r *Rebuild) groupLags(ctx context.Context) ([]PartitionLag, error) {
+func (r *Rebuild) groupLags(ctx context.Context) ([]consumer.PartitionLag, error) {
 	if r.Group == "" {
 		return nil, nil
 	}
-	tr := transport(r.Replay.Dialer) // TLS and SASL, as the readers
+	tr := consumer.Transport(r.Replay.Dialer) // TLS and SASL, as the readers
 	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(r.Replay.Brokers...), Timeout: 10 * time.Second, Transport: tr}
-	lags, err := GroupLag(ctx, client, r.Group, r.Replay.Topics)
+	lags, err := consumer.GroupLag(ctx, client, r.Group, r.Replay.Topics)
 	if errors.Is(err, kafka.GroupIdNotFound) {
 		return nil, nil
 	}
@@ -444,7 +427,7 @@ func newReplayToken() string {
 
 type noObserver struct{}
 
-func (noObserver) Planned([]PartitionRange) {}
-func (noObserver) Progress(string, int64)   {}
-func (noObserver) Replayed(error)           {}
-func (noObserver) Verified([]BoardSize)     {}
+func (noObserver) Planned([]Range)        {}
+func (noObserver) Progress(string, int64) {}
+func (noObserver) Replayed(error)         {}
+func (noObserver) Verified([]BoardSize)   {}

@@ -1,4 +1,4 @@
-package consumer
+package replay
 
 import (
 	"errors"
@@ -12,7 +12,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rankd/rankd/consumer"
 	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/internal/testenv/world"
 	"github.com/rankd/rankd/ranking/store"
 )
 
@@ -25,7 +27,7 @@ type recObserver struct {
 	sizes    []BoardSize
 }
 
-func (o *recObserver) Planned(ranges []PartitionRange) {
+func (o *recObserver) Planned(ranges []Range) {
 	o.planned, o.progress = map[string]int64{}, map[string]int64{}
 	for _, r := range ranges {
 		o.planned[r.Topic] += r.Total()
@@ -49,27 +51,27 @@ func (o *recObserver) Verified(sizes []BoardSize) { o.sizes = sizes }
 // and a second rebuild that waits for the lock and deletes the first
 // one's generation. Every rebuilt generation equals the oracle.
 func TestRebuild(t *testing.T) {
-	f := newFixture(t, testenv.Redis(t), 3)
+	f := world.New(t, testenv.Redis(t), 3)
 	ctx := t.Context()
-	msgs := workload(21, 600, "rbd")
-	f.produce(f.newWriter(), msgs)
-	want := f.fromLog()
+	msgs := world.Workload(21, 600, "rbd")
+	f.Produce(f.NewWriter(), msgs)
+	want := f.FromLog()
 	dups := len(msgs)
 	seen := map[string]bool{}
 	for _, m := range msgs {
-		seen[string(m.value)] = true
+		seen[string(m.Value)] = true
 	}
 	dups -= len(seen)
 	var boards []string
-	for _, b := range f.cfg.Boards() {
+	for _, b := range f.Cfg.Boards() {
 		boards = append(boards, b.Name)
 	}
 	rebuild := func(obs *recObserver) *Rebuild {
 		return &Rebuild{
-			Replay:  ReplayConfig{Brokers: f.broker.Addrs(), Topics: f.topics, BatchCount: 50, Parallel: 2},
-			Schemas: f.cfg.Schemas(), Router: f.router, Boards: boards, Group: f.group,
+			Replay:  Config{Brokers: f.Broker.Addrs(), Topics: f.Topics, BatchCount: 50, Parallel: 2},
+			Schemas: f.Cfg.Schemas(), Router: f.Router, Boards: boards, Group: f.Group,
 			LockTTL: 2 * time.Second, DropAfter: 10 * time.Millisecond,
-			Registry: prometheus.NewRegistry(), Logger: testLogger(t), SinkOptions: []Option{WithTopicMap(f.topicMap)},
+			Registry: prometheus.NewRegistry(), Logger: testLogger(t), SinkOptions: []consumer.Option{consumer.WithTopicMap(f.TopicMap)},
 			Observer: obs,
 		}
 	}
@@ -86,7 +88,7 @@ func TestRebuild(t *testing.T) {
 			t.Errorf("%s: Replayed(%v), want once with nil", what, obs.replayed)
 		}
 	}
-	checkResult := func(what string, res RebuildResult) {
+	checkResult := func(what string, res Result) {
 		t.Helper()
 		if res.Stats.Messages != int64(len(msgs)) || res.Stats.Observed != 0 || len(res.Stats.DeadLetters) != 0 {
 			t.Errorf("%s: stats %+v, want %d messages, none observed, no dead letters", what, res.Stats, len(msgs))
@@ -98,7 +100,7 @@ func TestRebuild(t *testing.T) {
 
 	// A dry run writes nothing.
 	obs := &recObserver{}
-	res, err := rebuild(obs).DryRun(ctx, f.cfg.Boards())
+	res, err := rebuild(obs).DryRun(ctx, f.Cfg.Boards())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,13 +109,13 @@ func TestRebuild(t *testing.T) {
 	if res.Generation != 0 || obs.sizes != nil {
 		t.Errorf("dry run: generation %d, verified %v; want neither", res.Generation, obs.sizes)
 	}
-	if keys := f.rdb.Keys(ctx, f.prefix+":*").Val(); len(keys) != 0 {
+	if keys := f.RDB.Keys(ctx, f.Prefix+":*").Val(); len(keys) != 0 {
 		t.Fatalf("a dry run wrote %d keys, e.g. %s", len(keys), keys[0])
 	}
 
 	// The first rebuild.
 	obs = &recObserver{}
-	res, err = rebuild(obs).Run(ctx, f.store)
+	res, err = rebuild(obs).Run(ctx, f.Store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,26 +126,26 @@ func TestRebuild(t *testing.T) {
 		t.Errorf("rebuild: generation %d, %d keys deleted; want a new generation, nothing to delete", g1, res.Deleted)
 	}
 	sizes := checkSizes(t, f, obs.sizes, boards, 0, g1, nil)
-	if _, err := f.store.Generations(ctx); err != nil { // refresh the active generations
+	if _, err := f.Store.Generations(ctx); err != nil { // refresh the active generations
 		t.Fatal(err)
 	}
-	f.compare(want.Oracle)
+	f.Compare(want.Oracle)
 
 	// Refused while another replay holds the lock: nothing changes.
-	if err := f.store.LockReplay(ctx, "other", 1500*time.Millisecond); err != nil {
+	if err := f.Store.LockReplay(ctx, "other", 1500*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	before, _ := f.store.Generations(ctx)
+	before, _ := f.Store.Generations(ctx)
 	obs = &recObserver{}
-	if _, err := rebuild(obs).Run(ctx, f.store); !errors.Is(err, store.ErrReplayLock) {
+	if _, err := rebuild(obs).Run(ctx, f.Store); !errors.Is(err, store.ErrReplayLock) {
 		t.Fatalf("rebuild while another holds the lock: %v, want ErrReplayLock", err)
 	}
-	if after, _ := f.store.Generations(ctx); !maps.Equal(after, before) || obs.planned != nil {
+	if after, _ := f.Store.Generations(ctx); !maps.Equal(after, before) || obs.planned != nil {
 		t.Fatalf("a refused rebuild changed the generations (%v -> %v) or replayed (%v)", before, after, obs.planned)
 	}
 
 	boardKeys := func() (keys []string) {
-		for _, k := range f.rdb.Keys(ctx, f.prefix+":g"+strconv.Itoa(g1)+":*").Val() {
+		for _, k := range f.RDB.Keys(ctx, f.Prefix+":g"+strconv.Itoa(g1)+":*").Val() {
 			if strings.Contains(k, ":{") || strings.Contains(k, ":dims:") {
 				keys = append(keys, k)
 			}
@@ -159,7 +161,7 @@ func TestRebuild(t *testing.T) {
 	obs = &recObserver{}
 	rb := rebuild(obs)
 	rb.LockWait = 10 * time.Second
-	res, err = rb.Run(ctx, f.store)
+	res, err = rb.Run(ctx, f.Store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,17 +175,17 @@ func TestRebuild(t *testing.T) {
 	if left := boardKeys(); len(left) != 0 {
 		t.Errorf("%d board keys of generation %d left, e.g. %s", len(left), g1, left[0])
 	}
-	if _, err := f.store.Generations(ctx); err != nil {
+	if _, err := f.Store.Generations(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.compare(want.Oracle)
+	f.Compare(want.Oracle)
 }
 
 // checkSizes checks the verification of a rebuild from generation oldGen
 // to newGen: one size per board, in order, the new ones as the store
 // counts them, the old ones those of the previous rebuild (oldSizes; nil:
 // none). It returns the new sizes by board.
-func checkSizes(t *testing.T, f *fixture, sizes []BoardSize, boards []string, oldGen, newGen int, oldSizes map[string]int64) map[string]int64 {
+func checkSizes(t *testing.T, f *world.World, sizes []BoardSize, boards []string, oldGen, newGen int, oldSizes map[string]int64) map[string]int64 {
 	t.Helper()
 	if len(sizes) != len(boards) {
 		t.Fatalf("verified %d boards, want %d", len(sizes), len(boards))
@@ -191,7 +193,7 @@ func checkSizes(t *testing.T, f *fixture, sizes []BoardSize, boards []string, ol
 	out := map[string]int64{}
 	var total int64
 	for i, s := range sizes {
-		n, err := f.store.Generation(newGen).DimsCount(t.Context(), s.Board)
+		n, err := f.Store.Generation(newGen).DimsCount(t.Context(), s.Board)
 		if err != nil {
 			t.Fatal(err)
 		}
