@@ -27,6 +27,8 @@ type Config struct {
 	Redis    Redis
 	HTTP     HTTP
 	Rollover Rollover
+	// Standings is the publication of sealed standings (standings.go).
+	Standings Standings
 	// Routes are the routing rules, in file order.
 	Routes []ingest.Route
 
@@ -201,5 +203,7 @@ func defaults() *Config {
 		Redis:    Redis{Prefix: store.DefaultPrefix, DedupeTTL: store.DefaultDedupeTTL},
 		HTTP:     defaultHTTP(),
 		Rollover: Rollover{Lead: store.DefaultRolloverLead, Interval: store.DefaultRolloverInterval},
+		Standings: Standings{Topic: consumer.DefaultStandingsTopic, Interval: store.DefaultStandingsInterval,
+			LockTTL: store.DefaultStandingsLockTTL},
 	}
 }

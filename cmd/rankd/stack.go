@@ -189,7 +189,7 @@ func (s *stack) run(ctx context.Context, ln net.Listener) error {
 	defer s.rdb.Close()
 	g, gctx := errgroup.WithContext(ctx)
 	var work sync.WaitGroup // the parts that write to Redis
-	work.Add(2)
+	work.Add(3)
 	g.Go(func() error {
 		defer work.Done()
 		if err := s.cons.Run(gctx); err != nil {
@@ -201,6 +201,10 @@ func (s *stack) run(ctx context.Context, ln net.Listener) error {
 		defer work.Done()
 		return store.RunRollover(gctx, s.store, s.cfg.Boards(), store.Schedule{
 			Lead: s.cfg.Rollover.Lead, Interval: s.cfg.Rollover.Interval, Registerer: s.reg, Logger: s.log})
+	})
+	g.Go(func() error {
+		defer work.Done()
+		return s.runStandings(gctx) // standings.go
 	})
 	g.Go(func() error {
 		return store.RunFinality(gctx, s.store, s.cfg.Boards(), store.Schedule{Registerer: s.reg, Logger: s.log})
