@@ -25,6 +25,8 @@ type Config struct {
 	Redis    Redis
 	HTTP     HTTP
 	Rollover Rollover
+	// Standings is the publication of sealed standings (standings.go).
+	Standings Standings
 	// Routes are the routing rules, in file order.
 	Routes []ingest.Route
 
@@ -194,6 +196,9 @@ const (
 	DefaultDedupeTTL         = 24 * time.Hour
 	DefaultRolloverLead      = 10 * time.Minute
 	DefaultRolloverInterval  = time.Minute
+	DefaultStandingsTopic    = "rankd-standings"
+	DefaultStandingsInterval = 10 * time.Second
+	DefaultStandingsLockTTL  = 30 * time.Second
 )
 
 // defaults returns a Config holding every default; the file overrides it.
@@ -219,5 +224,7 @@ func defaults() *Config {
 		Redis:    Redis{Prefix: DefaultPrefix, DedupeTTL: DefaultDedupeTTL},
 		HTTP:     defaultHTTP(),
 		Rollover: Rollover{Lead: DefaultRolloverLead, Interval: DefaultRolloverInterval},
+		Standings: Standings{Topic: DefaultStandingsTopic, Interval: DefaultStandingsInterval,
+			LockTTL: DefaultStandingsLockTTL},
 	}
 }

@@ -119,7 +119,7 @@ func TestBrokenConfigs(t *testing.T) {
 		old, new string // replace old by new in base ("" old: append new)
 		want     string // expected prefix of the first error
 	}{
-		{"unknown top key", "", "kafak: {}\n", `t.yaml:10:1: kafak: unknown key "kafak" (want boards, http, kafka, redis, rollover, routes, topics)`},
+		{"unknown top key", "", "kafak: {}\n", `t.yaml:10:1: kafak: unknown key "kafak" (want boards, http, kafka, redis, rollover, routes, standings, topics)`},
 		{"unknown board key", "every: 1d", "evry: 1d", `t.yaml:5:5: boards[0].evry: unknown key "evry"`},
 		{"unknown route key", "member: anchor_id", "membr: anchor_id", `t.yaml:8:5: routes[0].membr: unknown key "membr"`},
 		{"duplicate key", "every: 1d", "every: 1d\n    every: 1w", `t.yaml:6:5: boards[0].every: duplicate key`},

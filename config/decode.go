@@ -96,6 +96,7 @@ func (l *loader) decodeRoot(root *yaml.Node, c *Config, s *spec) {
 		"boards": func(n *yaml.Node, p string) {
 			l.sequence(n, p, func(v *yaml.Node, p string) { s.boards = append(s.boards, l.board(v, p)) })
 		},
+		"standings": l.standingsSection(&c.Standings),
 		"routes": func(n *yaml.Node, p string) {
 			l.sequence(n, p, func(v *yaml.Node, p string) { c.Routes = append(c.Routes, l.route(v, p)) })
 		},
@@ -204,6 +205,7 @@ func (l *loader) board(n *yaml.Node, path string) *ranking.Board {
 		"retention": l.duration(&b.Retention),
 		"grace":     l.duration(&b.Grace),
 		"base":      l.boolean(&b.HasBase),
+		"publish":   l.publish(path),
 	})
 	return b
 }

@@ -108,6 +108,7 @@ type loader struct {
 	file string
 	pos  map[string]pos
 	errs []*Error
+	pubs map[string]Publish // boards[i] -> its publish section (standings.go)
 }
 
 var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)

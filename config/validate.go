@@ -58,6 +58,7 @@ func (l *loader) validate(c *Config, s *spec) {
 	}
 	c.boards = s.boards
 	l.validateRoutes(c, invalid, broken)
+	l.validateStandings(c, s)
 }
 
 func (l *loader) validateKafka(c *Config) {

@@ -288,6 +288,9 @@ func consumerMetrics(t *testing.T) metricInfo {
 			t.Fatal(err)
 		}
 	}
+	if err := store.RunStandings(done, st, store.StandingsSchedule{Registerer: rec}); err != nil {
+		t.Fatal(err)
+	}
 	if len(rec.info.names) == 0 {
 		t.Fatal("the consumer package registered no metric")
 	}

@@ -180,7 +180,7 @@ func (s *Stack) Run(ctx context.Context, ln net.Listener) error {
 	defer s.rdb.Close()
 	g, gctx := errgroup.WithContext(ctx)
 	var work sync.WaitGroup // the parts that write to Redis
-	work.Add(2)
+	work.Add(3)
 	g.Go(func() error {
 		defer work.Done()
 		if err := s.cons.Run(gctx); err != nil {
@@ -192,6 +192,10 @@ func (s *Stack) Run(ctx context.Context, ln net.Listener) error {
 		defer work.Done()
 		return store.RunRollover(gctx, s.store, s.cfg.Boards(), store.Schedule{
 			Lead: s.cfg.Rollover.Lead, Interval: s.cfg.Rollover.Interval, Registerer: s.reg, Logger: s.log})
+	})
+	g.Go(func() error {
+		defer work.Done()
+		return s.runStandings(gctx)
 	})
 	g.Go(func() error {
 		return store.RunFinality(gctx, s.store, s.cfg.Boards(), store.Schedule{Registerer: s.reg, Logger: s.log})
@@ -268,4 +272,24 @@ func Topics(cfg *config.Config, boards []string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// runStandings seals and publishes the final periods of the boards with a
+// publish section (store.RunStandings) until ctx is done; without such
+// boards it only waits.
+func (s *Stack) runStandings(ctx context.Context) error {
+	sc := s.cfg.Standings
+	if len(sc.Boards) == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	boards := make(map[string]store.Publish, len(sc.Boards))
+	for name, p := range sc.Boards {
+		boards[name] = store.Publish{Top: p.Top, Retention: p.Retention}
+	}
+	w := consumer.NewStandingsWriter(s.cfg.Kafka.Brokers, secure.KafkaDialer(s.cfg.Kafka), sc.Topic)
+	defer w.Close()
+	return store.RunStandings(ctx, s.store, store.StandingsSchedule{
+		Boards: boards, Publisher: w, Interval: sc.Interval, LockTTL: sc.LockTTL,
+		Registerer: s.reg, Logger: s.log})
 }

@@ -32,6 +32,11 @@ func TestDefaultsAgree(t *testing.T) {
 		{"redis.dedupe_ttl", config.DefaultDedupeTTL, store.DefaultDedupeTTL},
 		{"rollover.lead", config.DefaultRolloverLead, store.DefaultRolloverLead},
 		{"rollover.interval", config.DefaultRolloverInterval, store.DefaultRolloverInterval},
+		{"standings.topic", config.DefaultStandingsTopic, consumer.DefaultStandingsTopic},
+		{"standings.interval", config.DefaultStandingsInterval, store.DefaultStandingsInterval},
+		{"standings.lock_ttl", config.DefaultStandingsLockTTL, store.DefaultStandingsLockTTL},
+		{"publish.retention", config.DefaultStandingsRetention, store.DefaultStandingsRetention},
+		{"publish.top (most)", config.MaxPublishTop, store.MaxLimit},
 	} {
 		if tt.cfg != tt.lib {
 			t.Errorf("%s: config's default %v, the library's %v", tt.name, tt.cfg, tt.lib)

@@ -97,6 +97,7 @@ func New(st Store, opts ...Option) http.Handler {
 	mux.Handle("GET /v1/boards", s.route("boards", s.handleBoards))
 	mux.Handle("GET /v1/boards/{board}/top", s.route("top", s.handleTop))
 	mux.Handle("GET /v1/boards/{board}/dims", s.route("dims", s.handleDims))
+	mux.Handle("GET /v1/boards/{board}/standings", s.route("standings", s.handleStandings)) // standings.go
 	mux.Handle("GET /v1/boards/{board}/members/{member}", s.route("member", s.handleMember))
 	mux.Handle("GET /v1/boards/{board}/members/{member}/around", s.route("around", s.handleAround))
 	mux.Handle("GET /{$}", s.route("page", s.handlePage))
