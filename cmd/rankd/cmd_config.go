@@ -219,12 +219,12 @@ func printBoard(w io.Writer, prefix string, b *ranking.Board, at time.Time) {
 	cur := b.Calendar().At(at)
 	switch b.Window {
 	case ranking.WindowTotal:
-		fmt.Fprintf(tw, "  keys\t%s\n", store.Key(prefix, tag, "t", "all"))
+		fmt.Fprintf(tw, "  keys\t%s\n", store.Key(prefix, tag, store.KindTotal, store.PeriodAll))
 	case ranking.WindowPeriodic:
-		fmt.Fprintf(tw, "  keys\t%s\n", store.Key(prefix, tag, "p", "<period>"))
+		fmt.Fprintf(tw, "  keys\t%s\n", store.Key(prefix, tag, store.KindPeriod, "<period>"))
 	case ranking.WindowRolling:
 		fmt.Fprintf(tw, "  keys\t%s (window sums), %s (periods)\n",
-			store.Key(prefix, tag, "r", "<period>"), store.Key(prefix, tag, "p", "<period>"))
+			store.Key(prefix, tag, store.KindRolling, "<period>"), store.Key(prefix, tag, store.KindPeriod, "<period>"))
 	}
 	if b.Window != ranking.WindowTotal {
 		fmt.Fprintf(tw, "  current\t%s (%s .. %s)\n", cur.ID,

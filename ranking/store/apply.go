@@ -566,10 +566,9 @@ func (c *call) args(s *Store, head positionArgs, spans []spanArgs, marks []markA
 	}
 	args = append(args, len(c.events))
 	next := 0
-	dprefix := s.dedupePrefix(c.slot)
 	for e, id := range c.ids {
 		n := len(c.events[e])
-		ev := eventArgs{key: dprefix + id, n: n}
+		ev := eventArgs{id: id, n: n}
 		args = ev.add(args)
 		for _, u := range c.ups[next : next+n] {
 			u.gp = luaLateGP
@@ -585,11 +584,10 @@ func (c *call) args(s *Store, head positionArgs, spans []spanArgs, marks []markA
 
 // endMs caps far-future ends (total boards) to an exact double.
 func endMs(p ranking.Period) int64 {
-	const maxExact = 1 << 52
-	if e := p.End.UnixMilli(); e < maxExact {
+	if e := p.End.UnixMilli(); e < luaHeadroom {
 		return e
 	}
-	return maxExact
+	return luaHeadroom
 }
 
 // rollingTable returns consecutive periods from N-1 before the first used

@@ -82,6 +82,53 @@ const (
 	luaRefusedGens luaRefusal = 2
 )
 
+// Key kinds: the part of a key after its hash tag (Key), the suffixes of
+// a board key's side hashes, and the fields of a stream's meta hash. Go and
+// the scripts build the same keys from these.
+const (
+	KindPeriod  = "p"    // P(j): a periodic board, a rolling board's period
+	KindRolling = "r"    // S(k): a rolling board over the periods ending with k
+	KindTotal   = "t"    // the total board, with PeriodAll
+	KindMeta    = "meta" // a stream's meta hash (no period)
+	KindLock    = "lock" // a stream's locks
+	PeriodAll   = "all"  // the one "period" of a total board
+
+	suffixExact = ":h"  // keep_top boards: every member's exact score
+	suffixLast  = ":lt" // last boards: "<event ms>|<message ID>" of the value
+	suffixBase  = ":b"  // base boards: the greatest base of a member
+
+	metaST         = "st"     // latest event time applied (ms)
+	metaHead       = "head"   // rolling: the highest period whose S(k) is kept
+	metaRolled     = "rolled" // rolling: the last period rolled over
+	metaRollK      = "roll_k"
+	metaRollCursor = "roll_cursor"
+)
+
+// The fields and ops of the gens hash (gens.lua).
+const (
+	gensNext   = "next" // the last generation number handed out
+	gensLock   = "lock" // "<token>|<expires ms>" of the replay that builds
+	gensActive = "a:"   // + board: its active generation
+	gensBuild  = "b:"   // + board: the generation a replay builds
+	gensDrop   = "d:"   // + board: generations left to delete
+
+	gensOpRead    = "read"
+	gensOpLock    = "lock"
+	gensOpRenew   = "renew"
+	gensOpUnlock  = "unlock"
+	gensOpBuild   = "build"
+	gensOpSwitch  = "switch"
+	gensOpPending = "pending"
+	gensOpDropped = "dropped"
+)
+
+// Numbers the scripts share with Go.
+const (
+	luaHeadroom  = 1 << 52 // the codec keeps values below it: sums of magnitudes up to it are exact
+	luaMaxUnpack = 4000    // most values handed to one command (Lua's unpack limit; even)
+	luaMinTTLMs  = 1000    // the least a period key lives after its last write
+)
+
 // gensNone is the gens hash's generation counter when it has none.
 const gensNone = "0"
 
@@ -154,6 +201,13 @@ var luaConsts = []struct {
 	{"LATE_GP", luaLateGP},
 	{"REFUSED_POSITION", luaRefusedPosition}, {"REFUSED_GENS", luaRefusedGens},
 	{"MARKS_KEPT", marksKept}, {"GENS_NONE", gensNone}, {"POS_GENS", posGens},
+	{"KIND_PERIOD", KindPeriod}, {"KIND_ROLLING", KindRolling}, {"KIND_TOTAL", KindTotal}, {"KIND_META", KindMeta},
+	{"PERIOD_ALL", PeriodAll}, {"SUFFIX_EXACT", suffixExact}, {"SUFFIX_LAST", suffixLast}, {"SUFFIX_BASE", suffixBase},
+	{"META_ST", metaST}, {"META_HEAD", metaHead}, {"META_ROLLED", metaRolled}, {"META_ROLL_K", metaRollK}, {"META_ROLL_CURSOR", metaRollCursor},
+	{"GENS_NEXT", gensNext}, {"GENS_LOCK", gensLock}, {"GENS_ACTIVE", gensActive}, {"GENS_BUILD", gensBuild}, {"GENS_DROP", gensDrop},
+	{"GENS_OP_READ", gensOpRead}, {"GENS_OP_LOCK", gensOpLock}, {"GENS_OP_RENEW", gensOpRenew}, {"GENS_OP_UNLOCK", gensOpUnlock},
+	{"GENS_OP_BUILD", gensOpBuild}, {"GENS_OP_SWITCH", gensOpSwitch}, {"GENS_OP_PENDING", gensOpPending}, {"GENS_OP_DROPPED", gensOpDropped},
+	{"HEADROOM", luaHeadroom}, {"MAX_UNPACK", luaMaxUnpack}, {"MIN_TTL_MS", luaMinTTLMs},
 	{"UPDATE_ARGS", len(updateFields)},
 }
 
@@ -226,15 +280,15 @@ func (g *groupArgs) add(args []any) []any { return append(args, g.tag, g.board) 
 // eventArgs is the ARGV head of one event of an apply call; its updates
 // follow.
 type eventArgs struct {
-	key string // its dedupe key: the call's dedupe key prefix + the message ID
-	n   int    // number of updates
+	id string // its message ID (its dedupe key: the call's dedupe key prefix + the ID)
+	n  int    // number of updates
 }
 
 // eventFields are the Lua names apply.lua reads an eventArgs into, in ARGV
 // order.
-var eventFields = []string{"dkey", "nu"}
+var eventFields = []string{"id", "nu"}
 
-func (e *eventArgs) add(args []any) []any { return append(args, e.key, e.n) }
+func (e *eventArgs) add(args []any) []any { return append(args, e.id, e.n) }
 
 // positionArgs is the ARGV head of an apply call that checks where the
 // partitions of its batch stand (Store.ApplyFrom) or writes stream time

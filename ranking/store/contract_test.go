@@ -98,6 +98,26 @@ func TestLuaContract(t *testing.T) {
 			}
 		}
 	}
+	// Key layout, meta and gens fields, gens ops and shared numbers come
+	// from the prelude, never from literals in a script.
+	var named []string
+	for _, c := range luaConsts {
+		if v, ok := c.value.(string); ok && len(v) > 1 {
+			named = append(named, "'"+v+"'")
+		}
+	}
+	named = append(named, "'t:all'", "'p:'", "'r:'", "4503599627370496", "= 4000", "< 1000")
+	for _, f := range files {
+		src, _ := luaFS.ReadFile("lua/" + f.Name())
+		for i, line := range strings.Split(string(src), "\n") {
+			code, _, _ := strings.Cut(line, "--")
+			for _, lit := range named {
+				if strings.Contains(code, lit) && !(f.Name() == "standings.lua") {
+					t.Errorf("lua/%s:%d writes %s instead of its contract constant: %s", f.Name(), i+1, lit, strings.TrimSpace(line))
+				}
+			}
+		}
+	}
 	for _, w := range ranking.Windows() {
 		luaWindowOf(w) // panics without a mapping
 	}

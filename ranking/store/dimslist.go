@@ -208,11 +208,11 @@ func (s *Store) dimsCounts(ctx context.Context, st *boardState, p ranking.Period
 func (s *Store) periodKey(st *boardState, tag string, p ranking.Period) string {
 	switch st.b.Window {
 	case ranking.WindowTotal:
-		return Key(s.prefix, tag, "t", "all")
+		return Key(s.prefix, tag, KindTotal, PeriodAll)
 	case ranking.WindowPeriodic:
-		return Key(s.prefix, tag, "p", p.ID)
+		return Key(s.prefix, tag, KindPeriod, p.ID)
 	}
-	return Key(s.prefix, tag, "r", p.ID)
+	return Key(s.prefix, tag, KindRolling, p.ID)
 }
 
 // A ListDims cursor is the unpadded base64url of "<sscan cursor>" or of

@@ -234,7 +234,7 @@ func (s *Store) RaisePositions(ctx context.Context, marks []Mark) (int, error) {
 	if s.root != nil {
 		s = s.root
 	}
-	next, err := s.rdb.HGet(ctx, s.gensKey(), "next").Result()
+	next, err := s.rdb.HGet(ctx, s.gensKey(), gensNext).Result()
 	if errors.Is(err, redis.Nil) {
 		next, err = gensNone, nil
 	}
@@ -248,10 +248,7 @@ func (s *Store) RaisePositions(ctx context.Context, marks []Mark) (int, error) {
 		args = append(args, posField(m.Topic, m.Partition), m.Offset, sp.record(1, 1, "r"))
 	}
 	keys := []string{s.posKey()}
-	n, err := positionsScript.EvalSha(ctx, s.rdb, keys, args...).Int()
-	if isNoScript(err) {
-		n, err = positionsScript.Eval(ctx, s.rdb, keys, args...).Int()
-	}
+	n, err := positionsScript.Run(ctx, s.rdb, keys, args...).Int() // EVALSHA, EVAL on NOSCRIPT
 	if err != nil {
 		return 0, fmt.Errorf("raising positions: %w", err)
 	}
@@ -280,7 +277,7 @@ func (s *Store) GensIntact(ctx context.Context) (bool, error) {
 		s = s.root
 	}
 	pipe := s.rdb.Pipeline()
-	gc := pipe.HGet(ctx, s.gensKey(), "next")
+	gc := pipe.HGet(ctx, s.gensKey(), gensNext)
 	pc := pipe.HGet(ctx, s.posKey(), posGens)
 	_, _ = pipe.Exec(ctx)
 	g, err1 := gc.Int64()

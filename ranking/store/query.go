@@ -51,11 +51,11 @@ func (s *Store) resolve(st *boardState, period string) (ranking.Period, error) {
 func (s *Store) zkey(ctx context.Context, st *boardState, tag string, p ranking.Period, prefill bool) (key string, partial bool, err error) {
 	switch st.b.Window {
 	case ranking.WindowTotal:
-		return Key(s.prefix, tag, "t", "all"), false, nil
+		return Key(s.prefix, tag, KindTotal, PeriodAll), false, nil
 	case ranking.WindowPeriodic:
-		return Key(s.prefix, tag, "p", p.ID), false, nil
+		return Key(s.prefix, tag, KindPeriod, p.ID), false, nil
 	}
-	key = Key(s.prefix, tag, "r", p.ID)
+	key = Key(s.prefix, tag, KindRolling, p.ID)
 	if !prefill && p.Start.After(s.now()) {
 		done, err := s.prefilled(ctx, tag, p)
 		return key, !done, err
@@ -267,7 +267,7 @@ func (s *Store) openFull(ctx context.Context, board string, dims []string, perio
 
 func (v *view) desc() bool      { return v.st.b.Order == ranking.Desc }
 func (v *view) keepTop() bool   { return v.st.b.KeepTop > 0 }
-func (v *view) hashKey() string { return v.key + ":h" }
+func (v *view) hashKey() string { return v.key + suffixExact }
 
 func (v *view) page() Page {
 	ws, we := v.st.window(v.p)

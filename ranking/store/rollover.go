@@ -80,7 +80,7 @@ type rollState struct {
 }
 
 func (s *Store) readRoll(ctx context.Context, tag string) (rollState, error) {
-	v, err := s.rdb.HMGet(ctx, s.metaKey(tag), "head", "rolled", "st", "roll_k", "roll_cursor").Result()
+	v, err := s.rdb.HMGet(ctx, s.metaKey(tag), metaHead, metaRolled, metaST, metaRollK, metaRollCursor).Result()
 	if err != nil {
 		return rollState{}, err
 	}
@@ -107,7 +107,7 @@ func (s *Store) rollTag(ctx context.Context, st *boardState, tag string, target 
 	if err != nil || !r.has || r.rolled >= target.Start.UnixMilli() {
 		return true, err
 	}
-	lock := Key(s.prefix, tag, "lock", "roll")
+	lock := Key(s.prefix, tag, KindLock, "roll")
 	token := newToken()
 	ok, err := s.rdb.SetNX(ctx, lock, token, s.lockTTL).Result()
 	if err != nil || !ok {
@@ -138,9 +138,9 @@ func (s *Store) rollPeriod(ctx context.Context, st *boardState, tag, lock, token
 	old := cal.Prev(first)         // P(k-N)
 	mids := []string{}
 	for p := first; p.Start.Before(k.Start); p = cal.Next(p) {
-		mids = append(mids, Key(s.prefix, tag, "p", p.ID))
+		mids = append(mids, Key(s.prefix, tag, KindPeriod, p.ID))
 	}
-	sPrev := Key(s.prefix, tag, "r", prev.ID)
+	sPrev := Key(s.prefix, tag, KindRolling, prev.ID)
 	ttl := int64(0)
 	if st.retMs > 0 {
 		ttl = max(endMs(k)+st.retMs-max(streamMs, k.Start.UnixMilli()), st.graceMs, 1000)
@@ -148,7 +148,7 @@ func (s *Store) rollPeriod(ctx context.Context, st *boardState, tag, lock, token
 	unit := st.unitMs
 	ra := rolloverArgs{lockKey: lock, token: token, lockTTLMs: s.lockTTL.Milliseconds(),
 		kStartMs: k.Start.UnixMilli(), kID: k.ID,
-		sPrev: sPrev, sK: Key(s.prefix, tag, "r", k.ID), pOld: Key(s.prefix, tag, "p", old.ID), pNew: Key(s.prefix, tag, "p", k.ID),
+		sPrev: sPrev, sK: Key(s.prefix, tag, KindRolling, k.ID), pOld: Key(s.prefix, tag, KindPeriod, old.ID), pNew: Key(s.prefix, tag, KindPeriod, k.ID),
 		sTTLMs: ttl, tie: st.tieMode, tieBits: st.codec.TieBits, wbPrevQ: ranking.FloorDiv(old.Start.UnixMilli(), unit),
 		wbQ: ranking.FloorDiv(first.Start.UnixMilli(), unit), pNewQ: ranking.FloorDiv(k.Start.UnixMilli(), unit), mids: mids}
 	run := func(raise, done bool, cur uint64, members []string) error {
@@ -158,10 +158,7 @@ func (s *Store) rollPeriod(ctx context.Context, st *boardState, tag, lock, token
 			args = append(args, m)
 		}
 		keys := []string{s.metaKey(tag)}
-		err := rolloverScript.EvalSha(ctx, s.rdb, keys, args...).Err()
-		if isNoScript(err) {
-			err = rolloverScript.Eval(ctx, s.rdb, keys, args...).Err()
-		}
+		err := rolloverScript.Run(ctx, s.rdb, keys, args...).Err() // EVALSHA, EVAL on NOSCRIPT
 		return err
 	}
 	// Raise head first: from now on every event of period k-1 also maintains

@@ -243,10 +243,7 @@ type snapRecord struct {
 
 func (s *Store) standingsOp(ctx context.Context, key string, args ...any) (snapRecord, error) {
 	keys := []string{key}
-	v, err := standingsScript.EvalSha(ctx, s.rdb, keys, args...).Result()
-	if isNoScript(err) {
-		v, err = standingsScript.Eval(ctx, s.rdb, keys, args...).Result()
-	}
+	v, err := standingsScript.Run(ctx, s.rdb, keys, args...).Result() // EVALSHA, EVAL on NOSCRIPT
 	if err != nil {
 		return snapRecord{}, err
 	}
@@ -372,10 +369,7 @@ func (s *Store) markPublished(ctx context.Context, keys []string, msgs []Standin
 
 func (s *Store) standingsRaw(ctx context.Context, key string, args ...any) (any, error) {
 	keys := []string{key}
-	v, err := standingsScript.EvalSha(ctx, s.rdb, keys, args...).Result()
-	if isNoScript(err) {
-		v, err = standingsScript.Eval(ctx, s.rdb, keys, args...).Result()
-	}
+	v, err := standingsScript.Run(ctx, s.rdb, keys, args...).Result() // EVALSHA, EVAL on NOSCRIPT
 	return v, err
 }
 

@@ -224,7 +224,7 @@ func (s *Store) board(name string) (*boardState, error) {
 
 func (s *Store) dimsKey(board string) string { return s.prefix + ":dims:" + board }
 
-func (s *Store) metaKey(tag string) string { return Key(s.prefix, tag, "meta", "") }
+func (s *Store) metaKey(tag string) string { return Key(s.prefix, tag, KindMeta, "") }
 
 // Ping checks that Redis answers.
 func (s *Store) Ping(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }

@@ -6,8 +6,8 @@
 --          spanArgs, nMarks x markArgs (contract.go), nBoards, nBoards x
 --          boardArgs (contract.go), nGroups, per group (stream): groupArgs,
 --            nPeriods, nPeriods x (id, startMs, endMs) (consecutive periods);
---          nEvents, per event: eventArgs (its dedupe key: dedupe key prefix
---            + message ID, nUpdates), nUpdates x updateArgs (gp: the
+--          nEvents, per event: eventArgs (its message ID, nUpdates; its
+--            dedupe key is the dedupe key prefix + the ID), nUpdates x updateArgs (gp: the
 --            update's (stream, period) pair, numbering the periods of the
 --            streams' tables in order from 1; LATE_GP: judged late by the
 --            caller from the stream time of the event's partition)
@@ -38,7 +38,7 @@ end
 if P.gcheck == 1 then
   -- the gens hash's counter only grows; the position hash keeps the last
   -- one seen (a replay resets it: Store.RaisePositions)
-  local gc = call('HGET', P.gkey, 'next')
+  local gc = call('HGET', P.gkey, GENS_NEXT)
   local pc = call('HGET', P.poskey, POS_GENS)
   if pc and (not gc or tonumber(gc) < tonumber(pc)) then
     return {REFUSED_GENS, gc or GENS_NONE, pc}
@@ -66,7 +66,7 @@ for bi = 1, nn() do
              asc = nn(), grace = nn(), n = nn(), ret = nn(), metattl = nn(), epoch = nn(), fast = nn() == 1}
   b.tb = 2 ^ b.tbits
   b.minttl = b.grace
-  if b.minttl < 1000 then b.minttl = 1000 end
+  if b.minttl < MIN_TTL_MS then b.minttl = MIN_TTL_MS end
   B[bi] = b
 end
 local G, GPG, GPP, ngp = {}, {}, {}, 0 -- gp -> group, period index
@@ -75,16 +75,16 @@ for gi = 1, nn() do
   for k, v in pairs(B[g.board]) do g[k] = v end
   g.periods, g.recs, g.touched, g.fd, g.fabs, g.fm = {}, {}, {}, {}, {}, {}
   g.kb = prefix .. ':{' .. g.tag .. '}:'
-  g.tk = g.kb .. 't:all'
+  g.tk = g.kb .. KIND_TOTAL .. ':' .. PERIOD_ALL
   g.gp0 = ngp
   for i = 1, nn() do
     ngp = ngp + 1
     GPG[ngp], GPP[ngp] = g, i
     local p = {id = nx(), s = nn(), e = nn()}
-    p.pk, p.sk, p.q = g.kb .. 'p:' .. p.id, g.kb .. 'r:' .. p.id, floor(p.s / g.unit)
+    p.pk, p.sk, p.q = g.kb .. KIND_PERIOD .. ':' .. p.id, g.kb .. KIND_ROLLING .. ':' .. p.id, floor(p.s / g.unit)
     g.periods[i] = p
   end
-  local m = call('HMGET', g.kb .. 'meta', 'st', 'head')
+  local m = call('HMGET', g.kb .. KIND_META, META_ST, META_HEAD)
   g.st, g.head = tonumber(m[1]), tonumber(m[2])
   g.head0 = g.head
   G[gi] = g
@@ -121,10 +121,10 @@ local function load()
       if g.window == WINDOW_TOTAL then tbase = floor(g.epoch / g.unit) else tbase = p.q end
       local zk = (g.window == WINDOW_TOTAL) and g.tk or p.pk
       local curs
-      if g.keep > 0 then curs = many('HMGET', zk .. ':h', ms) else curs = many('ZMSCORE', zk, ms) end
+      if g.keep > 0 then curs = many('HMGET', zk .. SUFFIX_EXACT, ms) else curs = many('ZMSCORE', zk, ms) end
       local lts, bs
-      if g.agg == AGG_LAST then lts = many('HMGET', zk .. ':lt', ms) end
-      if byp.base then bs = many('HMGET', zk .. ':b', ms) end
+      if g.agg == AGG_LAST then lts = many('HMGET', zk .. SUFFIX_LAST, ms) end
+      if byp.base then bs = many('HMGET', zk .. SUFFIX_BASE, ms) end
       for i, member in ipairs(ms) do
         local r = byp[member]
         r.tbase, r.zk = tbase, zk
@@ -210,7 +210,8 @@ local nc, orig = 0, nil
 local slowq, slowc, slowe, slowg, slowp, nslow = {}, {}, {}, {}, {}, 0
 local nev = nn()
 for e = 1, nev do
-  local dkey, nu = A[pos], tonumber(A[pos + 1])
+  local id, nu = A[pos], tonumber(A[pos + 1])
+  local dkey = dprefix .. id
   pos = pos + 2
   evpos[e], evoff[e] = pos, nc + 1
   if not call('SET', dkey, ST_APPLIED, 'NX', 'PX', dttl) then
@@ -221,13 +222,13 @@ for e = 1, nev do
     if orig == nil then
       orig = {}
       for o = 1, e - 1 do
-        if not dupof[o] then orig[A[evpos[o] - 2]] = o end
+        if not dupof[o] then orig[A[evpos[o] - 2]] = o end -- by message ID
       end
     end
-    dupof[e] = orig[dkey] or call('GET', dkey) or ''
+    dupof[e] = orig[id] or call('GET', dkey) or ''
     nc = nc + nu
   else
-    if orig ~= nil then orig[dkey] = e end
+    if orig ~= nil then orig[id] = e end
     for i = 1, nu do
       local q = pos + (i - 1) * UPDATE_ARGS
       local k = tonumber(A[q + U_GP])
@@ -270,7 +271,7 @@ load()
 for k = 1, nslow do
   local q, e, g = slowq[k], slowe[k], slowg[k]
   local msgid -- only last boards compare message IDs
-  if g.agg == AGG_LAST then msgid = string.sub(A[evpos[e] - 2], #dprefix + 1) end
+  if g.agg == AGG_LAST then msgid = A[evpos[e] - 2] end
   local c = judge(g, slowp[k], A[q + U_MEMBER], tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME]),
                   A[q + U_BASE], msgid)
   C[slowc[k]] = c
@@ -369,7 +370,6 @@ local function rolls(g)
 end
 
 -- writes
-local HEADROOM = 4503599627370496 -- 2^52: the codec keeps values below it
 for gi, g in ipairs(G) do
   g.rolls = {}
   -- fast path: one ZMSCORE and one ZADD per key for all its members. The
@@ -428,16 +428,16 @@ for gi, g in ipairs(G) do
     if zk ~= nil then
       many('ZADD', zk, zs)
       touch(g, zk, p)
-      if #hs > 0 then many('HSET', zk .. ':h', hs); touch(g, zk .. ':h', p) end
-      if #bs > 0 then many('HSET', zk .. ':b', bs); touch(g, zk .. ':b', p) end
-      if #lts > 0 then many('HSET', zk .. ':lt', lts); touch(g, zk .. ':lt', p) end
+      if #hs > 0 then many('HSET', zk .. SUFFIX_EXACT, hs); touch(g, zk .. SUFFIX_EXACT, p) end
+      if #bs > 0 then many('HSET', zk .. SUFFIX_BASE, bs); touch(g, zk .. SUFFIX_BASE, p) end
+      if #lts > 0 then many('HSET', zk .. SUFFIX_LAST, lts); touch(g, zk .. SUFFIX_LAST, p) end
     end
   end
   rolls(g)
   -- keep_top trims, expiries, meta
   for key, p in pairs(g.touched) do
-    local kind = string.sub(key, -2)
-    if g.keep > 0 and kind ~= ':h' and kind ~= ':b' then
+    local hash = string.sub(key, -#SUFFIX_EXACT) == SUFFIX_EXACT or string.sub(key, -#SUFFIX_BASE) == SUFFIX_BASE
+    if g.keep > 0 and not hash then
       local card = call('ZCARD', key)
       if card > g.keep then
         if g.asc == 1 then call('ZREMRANGEBYRANK', key, int(g.keep), -1)
@@ -454,16 +454,16 @@ for gi, g in ipairs(G) do
     end
   end
   if g.st ~= nil then
-    local mk = g.kb .. 'meta'
+    local mk = g.kb .. KIND_META
     if g.window == WINDOW_ROLLING and g.head ~= nil then
       if g.head0 == nil then
         -- a new stream: every rolling board up to head is complete
-        call('HSET', mk, 'st', int(g.st), 'head', int(g.head), 'rolled', int(g.head))
+        call('HSET', mk, META_ST, int(g.st), META_HEAD, int(g.head), META_ROLLED, int(g.head))
       else
-        call('HSET', mk, 'st', int(g.st), 'head', int(g.head))
+        call('HSET', mk, META_ST, int(g.st), META_HEAD, int(g.head))
       end
     else
-      call('HSET', mk, 'st', int(g.st))
+      call('HSET', mk, META_ST, int(g.st))
     end
     if g.metattl > 0 then call('PEXPIRE', mk, int(g.metattl)) end
   end
@@ -488,7 +488,7 @@ for e = 1, nev do
   if not dupof[e] then
     local off, nu = evoff[e], evoff[e + 1] - evoff[e]
     if nu == 1 then out[e] = C[off] else out[e] = table.concat(C, '', off, off + nu - 1) end
-    if bad[e] then call('SET', A[evpos[e] - 2], out[e], 'XX', 'KEEPTTL') end
+    if bad[e] then call('SET', dprefix .. A[evpos[e] - 2], out[e], 'XX', 'KEEPTTL') end
   end
 end
 for e = 1, nev do

@@ -29,7 +29,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local function holder()
-  local l = redis.call('HGET', key, 'lock')
+  local l = redis.call('HGET', key, GENS_LOCK)
   if not l then return nil, 0 end
   local sep = string.find(l, '|', 1, true)
   local exp = tonumber(string.sub(l, sep + 1))
@@ -38,7 +38,7 @@ local function holder()
 end
 
 local function pend(board, g)
-  local f = 'd:' .. board
+  local f = GENS_DROP .. board
   local cur = redis.call('HGET', key, f)
   if cur then redis.call('HSET', key, f, cur .. ',' .. g) else redis.call('HSET', key, f, g) end
 end
@@ -49,19 +49,19 @@ local function mine(token)
   return nil
 end
 
-if op == 'read' then
+if op == GENS_OP_READ then
   local h = holder()
   local all = redis.call('HGETALL', key)
   local act, bld, order = {}, {}, {}
   for i = 1, #all, 2 do
     local f, v = all[i], all[i + 1]
     local kind, board = string.sub(f, 1, 2), string.sub(f, 3)
-    if kind == 'a:' or kind == 'b:' then
+    if kind == GENS_ACTIVE or kind == GENS_BUILD then
       if act[board] == nil and bld[board] == nil then order[#order + 1] = board end
-      if kind == 'a:' then act[board] = v else bld[board] = v end
+      if kind == GENS_ACTIVE then act[board] = v else bld[board] = v end
     end
   end
-  local out = {redis.call('HGET', key, 'next') or '0'}
+  local out = {redis.call('HGET', key, GENS_NEXT) or '0'}
   for _, board in ipairs(order) do
     local b = bld[board]
     if b == nil or h == nil then b = '-1' end
@@ -70,62 +70,62 @@ if op == 'read' then
     out[#out + 1] = b
   end
   return out
-elseif op == 'lock' then
+elseif op == GENS_OP_LOCK then
   local token, ttl = ARGV[2], tonumber(ARGV[3])
   local h = holder()
-  if h ~= nil and h ~= token then return redis.call('HGET', key, 'lock') end
-  redis.call('HSET', key, 'lock', token .. '|' .. string.format('%d', now + ttl))
+  if h ~= nil and h ~= token then return redis.call('HGET', key, GENS_LOCK) end
+  redis.call('HSET', key, GENS_LOCK, token .. '|' .. string.format('%d', now + ttl))
   return 1
-elseif op == 'renew' then
+elseif op == GENS_OP_RENEW then
   local e = mine(ARGV[2]); if e then return e end
-  redis.call('HSET', key, 'lock', ARGV[2] .. '|' .. string.format('%d', now + tonumber(ARGV[3])))
+  redis.call('HSET', key, GENS_LOCK, ARGV[2] .. '|' .. string.format('%d', now + tonumber(ARGV[3])))
   return 1
-elseif op == 'unlock' then
-  if holder() == ARGV[2] then redis.call('HDEL', key, 'lock'); return 1 end
+elseif op == GENS_OP_UNLOCK then
+  if holder() == ARGV[2] then redis.call('HDEL', key, GENS_LOCK); return 1 end
   return 0
-elseif op == 'build' then
+elseif op == GENS_OP_BUILD then
   local e = mine(ARGV[2]); if e then return e end
-  local g = redis.call('HINCRBY', key, 'next', 1)
+  local g = redis.call('HINCRBY', key, GENS_NEXT, 1)
   local out = {g}
   for i = 3, #ARGV do
-    local old = redis.call('HGET', key, 'b:' .. ARGV[i])
+    local old = redis.call('HGET', key, GENS_BUILD .. ARGV[i])
     out[#out + 1] = ARGV[i]
     out[#out + 1] = old or '-1'
     if old then pend(ARGV[i], old) end
-    redis.call('HSET', key, 'b:' .. ARGV[i], g)
+    redis.call('HSET', key, GENS_BUILD .. ARGV[i], g)
   end
   return out
-elseif op == 'switch' then
+elseif op == GENS_OP_SWITCH then
   local e = mine(ARGV[2]); if e then return e end
   local g = ARGV[3]
   for i = 4, #ARGV do
     local b = ARGV[i]
-    if redis.call('HGET', key, 'b:' .. b) ~= g and redis.call('HGET', key, 'a:' .. b) ~= g then
+    if redis.call('HGET', key, GENS_BUILD .. b) ~= g and redis.call('HGET', key, GENS_ACTIVE .. b) ~= g then
       return redis.error_reply('REPLAYLOST generation ' .. g .. ' of ' .. b .. ' is no longer being built: Redis lost writes')
     end
   end
   for i = 4, #ARGV do
     local b = ARGV[i]
-    if redis.call('HGET', key, 'b:' .. b) == g then
-      pend(b, redis.call('HGET', key, 'a:' .. b) or '0')
-      redis.call('HSET', key, 'a:' .. b, g)
-      redis.call('HDEL', key, 'b:' .. b)
+    if redis.call('HGET', key, GENS_BUILD .. b) == g then
+      pend(b, redis.call('HGET', key, GENS_ACTIVE .. b) or '0')
+      redis.call('HSET', key, GENS_ACTIVE .. b, g)
+      redis.call('HDEL', key, GENS_BUILD .. b)
     end
   end
   return 1
-elseif op == 'pending' then
+elseif op == GENS_OP_PENDING then
   local all = redis.call('HGETALL', key)
   local out = {}
   for i = 1, #all, 2 do
-    if string.sub(all[i], 1, 2) == 'd:' then
+    if string.sub(all[i], 1, 2) == GENS_DROP then
       out[#out + 1] = string.sub(all[i], 3)
       out[#out + 1] = all[i + 1]
     end
   end
   return out
-elseif op == 'dropped' then
+elseif op == GENS_OP_DROPPED then
   local e = mine(ARGV[2]); if e then return e end
-  local f = 'd:' .. ARGV[3]
+  local f = GENS_DROP .. ARGV[3]
   local cur = redis.call('HGET', key, f)
   if cur then
     local left = {}

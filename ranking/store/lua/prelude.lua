@@ -35,7 +35,7 @@ local function int(x) return string.format('%d', x) end
 -- unpack, and returns the replies of the slices concatenated (for replies
 -- that are arrays: ZMSCORE, HMGET). A reply's nil is false. opt, if given,
 -- goes before the list (ZADD NX).
-local MAXV = 4000 -- even: lists of (score, member) pairs stay whole
+local MAXV = MAX_UNPACK -- even: lists of (score, member) pairs stay whole
 local unpack = unpack
 local function many(cmd, key, list, opt)
   local out, n = {}, #list

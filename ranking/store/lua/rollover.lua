@@ -15,8 +15,8 @@ if call('GET', R.lock) ~= R.token then return redis.error_reply('ROLLOVER lost l
 call('PEXPIRE', R.lock, R.lockttl)
 local kStart = R.kstart
 if R.raise == 1 then
-  local head = tonumber(call('HGET', meta, 'head'))
-  if head == nil or head < kStart then call('HSET', meta, 'head', int(kStart)) end
+  local head = tonumber(call('HGET', meta, META_HEAD))
+  if head == nil or head < kStart then call('HSET', meta, META_HEAD, int(kStart)) end
 end
 local sPrev, sK, pOld, pNew = R.sprev, R.sk, R.pold, R.pnew
 local sttl, mode, tb = R.sttl, R.mode, 2 ^ R.tbits
@@ -79,10 +79,10 @@ many('ZADD', sK, out, 'NX')
 local added = #out / 2
 if sttl > 0 and call('EXISTS', sK) == 1 then call('PEXPIRE', sK, int(sttl)) end
 if R.done == 1 then
-  local rolled = tonumber(call('HGET', meta, 'rolled'))
-  if rolled == nil or rolled < kStart then call('HSET', meta, 'rolled', int(kStart)) end
-  call('HDEL', meta, 'roll_k', 'roll_cursor')
+  local rolled = tonumber(call('HGET', meta, META_ROLLED))
+  if rolled == nil or rolled < kStart then call('HSET', meta, META_ROLLED, int(kStart)) end
+  call('HDEL', meta, META_ROLL_K, META_ROLL_CURSOR)
 else
-  call('HSET', meta, 'roll_k', R.kid, 'roll_cursor', R.cursor)
+  call('HSET', meta, META_ROLL_K, R.kid, META_ROLL_CURSOR, R.cursor)
 end
 return added

@@ -303,7 +303,7 @@ func (e *env) markerReader(ctx context.Context, cfg *config.Config, want int64) 
 	if g := gens[markerBoard].Active; g > 0 {
 		prefix += ":g" + strconv.Itoa(g)
 	}
-	key := store.Key(prefix, store.Tag(markerBoard, nil), "t", "all")
+	key := store.Key(prefix, store.Tag(markerBoard, nil), store.KindTotal, store.PeriodAll)
 	read := func(ctx context.Context) (int64, error) {
 		v, err := rdb.ZScore(ctx, key, markerAnchor).Result()
 		if errors.Is(err, redis.Nil) {

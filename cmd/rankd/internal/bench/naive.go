@@ -106,7 +106,7 @@ func (e *env) drainNaive(ctx context.Context) (*Drain, error) {
 		}
 		for k := range ups {
 			u := &ups[k]
-			err := script.Run(ctx, rdb, []string{prefix + ":d:" + u.MsgID + ":" + u.Board, seedKey(cfg, prefix, u, 0, "p")},
+			err := script.Run(ctx, rdb, []string{prefix + ":d:" + u.MsgID + ":" + u.Board, seedKey(cfg, prefix, u, 0, store.KindPeriod)},
 				ttl, u.Value, u.Member).Err()
 			if err != nil && !errors.Is(err, redis.Nil) {
 				return nil, fmt.Errorf("applying: %w", err)
@@ -139,12 +139,12 @@ func (e *env) drainNaive(ctx context.Context) (*Drain, error) {
 
 // seedKey returns the key of the sorted set of update u's board and
 // period, shifted by shift periods (total boards: "all" whatever the
-// shift), with kind ("p" for a period, "r" for a rolling sum).
+// shift), with kind (store.KindPeriod or store.KindRolling).
 func seedKey(cfg *config.Config, prefix string, u *ranking.Update, shift int, kind string) string {
 	b := cfg.Board(u.Board)
 	tag := store.Tag(u.Board, u.Dims)
 	if b.Window == ranking.WindowTotal {
-		return store.Key(prefix, tag, kind, "all")
+		return store.Key(prefix, tag, kind, store.PeriodAll)
 	}
 	cal := b.Calendar()
 	p := cal.At(u.Time)
@@ -220,8 +220,8 @@ func (e *env) drainSeed(ctx context.Context) (*Drain, error) {
 			}
 			for k := range ups {
 				u := &ups[k]
-				keys := []string{seedKey(cfg, prefix, u, 0, "p"), seedKey(cfg, prefix, u, 0, "r"),
-					seedKey(cfg, prefix, u, -7, "p"), seedKey(cfg, prefix, u, 1, "r")}
+				keys := []string{seedKey(cfg, prefix, u, 0, store.KindPeriod), seedKey(cfg, prefix, u, 0, store.KindRolling),
+					seedKey(cfg, prefix, u, -7, store.KindPeriod), seedKey(cfg, prefix, u, 1, store.KindRolling)}
 				script.EvalSha(ctx, pipe, keys, u.Member, u.Value)
 				d.Updates++
 			}

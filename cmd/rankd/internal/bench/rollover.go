@@ -54,10 +54,10 @@ func (e *env) rollover(ctx context.Context) (*Rollover, error) {
 		old = cal.Prev(old)
 	}
 	tag := store.Tag(rolloverBoard, nil)
-	prevKey := store.Key(rolloverPrefix, tag, "r", prev.ID)
+	prevKey := store.Key(rolloverPrefix, tag, store.KindRolling, prev.ID)
 	var filled atomic.Int64
 	e.prog.set("rollover: prefill", func() (int64, int64) { return filled.Load(), 2 * int64(n) })
-	for _, key := range []string{prevKey, store.Key(rolloverPrefix, tag, "p", old.ID)} {
+	for _, key := range []string{prevKey, store.Key(rolloverPrefix, tag, store.KindPeriod, old.ID)} {
 		pipe := rdb.Pipeline()
 		for lo := 0; lo < n; lo += 10000 {
 			zs := make([]redis.Z, 0, 10000)
@@ -81,7 +81,7 @@ func (e *env) rollover(ctx context.Context) (*Rollover, error) {
 		}
 	}
 	// The stream is in the last hour of k-1: rolled up to k-1, head k-1.
-	if err := rdb.HSet(ctx, store.Key(rolloverPrefix, tag, "meta", ""), "st", prev.Start.Add(23*time.Hour).UnixMilli(),
+	if err := rdb.HSet(ctx, store.Key(rolloverPrefix, tag, store.KindMeta, ""), "st", prev.Start.Add(23*time.Hour).UnixMilli(),
 		"head", prev.Start.UnixMilli(), "rolled", prev.Start.UnixMilli()).Err(); err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func (e *env) rollover(ctx context.Context) (*Rollover, error) {
 	if readErr != nil {
 		return nil, fmt.Errorf("reader: %w", readErr)
 	}
-	got, err := rdb.ZCard(ctx, store.Key(rolloverPrefix, tag, "r", k.ID)).Result()
+	got, err := rdb.ZCard(ctx, store.Key(rolloverPrefix, tag, store.KindRolling, k.ID)).Result()
 	if err != nil {
 		return nil, err
 	}
