@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/servers"
+
 	"github.com/rankd/rankd/cmd/rankd/internal/bench"
 	"github.com/spf13/pflag"
 )
@@ -93,3 +95,7 @@ func benchFlags(fs *pflag.FlagSet, adjust func(*bench.Options)) runFunc {
 		return err
 	}
 }
+
+// child runs this process as the broker of a `rankd bench` that started it
+// (servers.Child).
+func child() (int, bool) { return servers.Child() }

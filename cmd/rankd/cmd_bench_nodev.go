@@ -17,3 +17,6 @@ var benchSpec = spec{use: "bench", hidden: true, raw: true, flags: func(*pflag.F
 			"a default build has it (go run ./cmd/rankd bench in a checkout)")
 	}
 }}
+
+// child: a build without dev tooling starts no servers of its own.
+func child() (int, bool) { return 0, false }

@@ -22,6 +22,9 @@ import (
 )
 
 func main() {
+	if code, ok := child(); ok { // a server that rankd bench started (cmd_bench.go)
+		os.Exit(code)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	context.AfterFunc(ctx, stop) // a second Ctrl-C kills at once
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)

@@ -136,6 +136,9 @@ func chaosSeed(t *testing.T) int64 {
 // TestChaos runs the chaos test on a single Redis and on a 3-master Redis
 // Cluster, then the overload test; the rankd binary is built once.
 func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (real rankd processes, minutes with -race): not with -short")
+	}
 	bin := testenv.BuildRankd(t)
 	t.Run("redis", func(t *testing.T) {
 		plan := chaosPlan{

@@ -26,10 +26,15 @@ const (
 	brokerStopGrace    = 10 * time.Second
 )
 
-func init() {
-	if os.Getenv(brokerEnv) == "1" {
-		os.Exit(brokerMain(os.Args[1:]))
+// Child runs the broker and returns its exit code when this process was
+// started by StartBroker to be it (ok true); otherwise it returns at once
+// with ok false. The main of every binary that calls StartBroker (rankd,
+// and the tests that do) calls it first: StartBroker re-runs the binary.
+func Child() (code int, ok bool) {
+	if os.Getenv(brokerEnv) != "1" {
+		return 0, false
 	}
+	return brokerMain(os.Args[1:]), true
 }
 
 // BrokerOptions configures StartBroker.

@@ -1,0 +1,18 @@
+package bench
+
+import (
+	"os"
+	"testing"
+
+	"github.com/rankd/rankd/cmd/rankd/internal/servers"
+
+	"github.com/rankd/rankd/internal/testenv"
+)
+
+// TestMain runs the test binary as the broker when StartBroker re-runs it.
+func TestMain(m *testing.M) {
+	if code, ok := servers.Child(); ok {
+		os.Exit(code)
+	}
+	testenv.Main(m)
+}

@@ -1,0 +1,16 @@
+package servers
+
+import (
+	"os"
+	"testing"
+
+	"github.com/rankd/rankd/internal/testenv"
+)
+
+// TestMain runs the test binary as the broker when StartBroker re-runs it.
+func TestMain(m *testing.M) {
+	if code, ok := Child(); ok {
+		os.Exit(code)
+	}
+	testenv.Main(m)
+}
