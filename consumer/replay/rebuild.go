@@ -156,28 +156,16 @@ func (r *Rebuild) DryRun(ctx context.Context, boards []*ranking.Board) (Result, 
 // generations) is reported with the generation switched to.
 func (r *Rebuild) Run(ctx context.Context, st *store.Store) (Result, error) {
 	r.defaults()
-	log := r.Logger
-
-	// The lock: taken now, renewed while the rebuild runs; losing it stops
-	// the rebuild before it can switch.
 	token := newReplayToken()
-	for deadline := time.Now().Add(r.LockWait); ; {
-		err := st.LockReplay(ctx, token, r.LockTTL)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, store.ErrReplayLock) || time.Now().After(deadline) {
-			return Result{}, err
-		}
-		if !sleep(ctx, 200*time.Millisecond) {
-			return Result{}, ctx.Err()
-		}
+	if err := r.lock(ctx, st, token); err != nil {
+		return Result{}, err
 	}
 	defer func() {
 		if err := st.UnlockReplay(context.WithoutCancel(ctx), token); err != nil {
-			log.Warn("releasing the replay lock failed (it expires by itself)", "err", err)
+			r.Logger.Warn("releasing the replay lock failed (it expires by itself)", "err", err)
 		}
 	}()
+	// Losing the lock stops the rebuild before it can switch.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
@@ -193,25 +181,65 @@ func (r *Rebuild) Run(ctx context.Context, st *store.Store) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	log.Info("replay started", "generation", gen, "boards", strings.Join(r.Boards, ","), "topics", strings.Join(r.Replay.Topics, ","))
-	// Read after BeginBuild: whatever live consumption applied without
-	// writing the new generation is below these end offsets.
+	build := st.Generation(gen)
+	res, ranges, sink, err := r.build(ctx, build, gen)
+	if err != nil {
+		return res, abort(ctx, gen, err)
+	}
+	if err := r.verify(ctx, st, build, before, gen); err != nil {
+		return res, abort(ctx, gen, err)
+	}
+	if err := st.Switch(ctx, token, gen, r.Boards); err != nil {
+		return res, abort(ctx, gen, err)
+	}
+	res.Generation = gen
+	r.Logger.Info("switched to the new generation", "generation", gen)
+	if err := r.raisePositions(ctx, st, ranges, sink); err != nil {
+		return res, fmt.Errorf("switched to generation %d, but %w", gen, err)
+	}
+	if r.KeepOld {
+		return res, nil
+	}
+	res.Deleted, err = r.dropOld(ctx, st, token, gen)
+	return res, err
+}
+
+// lock takes the replay lock for token, waiting up to LockWait for
+// another replay's.
+func (r *Rebuild) lock(ctx context.Context, st *store.Store, token string) error {
+	for deadline := time.Now().Add(r.LockWait); ; {
+		err := st.LockReplay(ctx, token, r.LockTTL)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, store.ErrReplayLock) || time.Now().After(deadline) {
+			return err
+		}
+		if !sleep(ctx, 200*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// build replays the topics into generation gen (build): the plan is read
+// after BeginBuild, so whatever live consumption applied without writing
+// the new generation is below its end offsets; batches end at the live
+// group's committed offsets, so that the stream time marks live
+// consumption resumes from are exact there too.
+func (r *Rebuild) build(ctx context.Context, build *store.Store, gen int) (Result, []Range, *consumer.RankingSink, error) {
+	r.Logger.Info("replay started", "generation", gen, "boards", strings.Join(r.Boards, ","), "topics", strings.Join(r.Replay.Topics, ","))
 	ranges, err := Plan(ctx, r.Replay)
 	if err != nil {
-		return Result{}, err
+		return Result{}, nil, nil, err
 	}
-	// Batches end at the live group's committed offsets, so that the stream
-	// time marks live consumption resumes from are exact there too (after a
-	// Redis that lost writes is rebuilt).
 	if lags, err := r.groupLags(ctx); err != nil {
-		log.Warn("reading the live group's committed offsets failed; replaying without splitting there", "err", err)
+		r.Logger.Warn("reading the live group's committed offsets failed; replaying without splitting there", "err", err)
 	} else {
 		SplitAtCommitted(ranges, lags)
 	}
-	build := st.Generation(gen)
 	sink, err := consumer.NewRankingSink(r.Schemas, r.Router, build, r.sinkOptions()...)
 	if err != nil {
-		return Result{}, err
+		return Result{}, nil, nil, err
 	}
 	if r.DeadLetterTopic != "" {
 		dlq := consumer.NewDeadLetterWriter(consumer.Config{Brokers: r.Replay.Brokers, Dialer: r.Replay.Dialer,
@@ -220,16 +248,17 @@ func (r *Rebuild) Run(ctx context.Context, st *store.Store) (Result, error) {
 		r.Replay.DeadLetters = dlq.Write
 	}
 	res, err := r.replay(ctx, ranges, sink)
-	if err != nil {
-		return res, abort(ctx, gen, err)
-	}
+	return res, ranges, sink, err
+}
 
-	// Verify: every partition reached its end (Replay returns only then);
-	// roll the rolling boards up to the coming period; compare sizes.
+// verify rolls the new generation's rolling boards up to the coming period
+// (every partition reached its end: Run returns only then) and tells the
+// observer each board's size, old and new.
+func (r *Rebuild) verify(ctx context.Context, st, build *store.Store, before map[string]store.BoardGen, gen int) error {
 	at := time.Now().Add(r.RolloverLead)
 	for _, name := range r.Boards {
 		if err := build.Rollover(ctx, name, at); err != nil {
-			return res, abort(ctx, gen, fmt.Errorf("rolling %s over in generation %d: %w", name, gen, err))
+			return fmt.Errorf("rolling %s over in generation %d: %w", name, gen, err)
 		}
 	}
 	var sizes []BoardSize
@@ -238,29 +267,22 @@ func (r *Rebuild) Run(ctx context.Context, st *store.Store) (Result, error) {
 		oldN, err1 := st.Generation(old).DimsCount(ctx, name)
 		newN, err2 := build.DimsCount(ctx, name)
 		if err := errors.Join(err1, err2); err != nil {
-			return res, abort(ctx, gen, err)
+			return err
 		}
 		sizes = append(sizes, BoardSize{Board: name, OldGen: old, Old: oldN, NewGen: gen, New: newN})
 	}
 	r.Observer.Verified(sizes)
-	if err := context.Cause(ctx); err != nil {
-		return res, abort(ctx, gen, err)
-	}
-	if err := st.Switch(ctx, token, gen, r.Boards); err != nil {
-		return res, abort(ctx, gen, err)
-	}
-	res.Generation = gen
-	log.Info("switched to the new generation", "generation", gen)
-	if err := r.raisePositions(ctx, st, ranges, sink); err != nil {
-		return res, fmt.Errorf("switched to generation %d, but %w", gen, err)
-	}
+	return context.Cause(ctx)
+}
 
-	// Drop the old generations: this switch's, the builds of rebuilds that
-	// died, and what earlier ones did not get to delete (killed after
-	// their switch). The gens hash keeps the list until each is deleted.
+// dropOld deletes the old generations: this switch's, the builds of
+// rebuilds that died, and what earlier ones did not get to delete (killed
+// after their switch), twice, DropAfter apart; the gens hash keeps the list
+// until each is deleted. It returns the keys deleted.
+func (r *Rebuild) dropOld(ctx context.Context, st *store.Store, token string, gen int) (int, error) {
 	pending, err := st.PendingDrops(ctx)
 	if err != nil {
-		return res, fmt.Errorf("switched to generation %d, but %w", gen, err)
+		return 0, fmt.Errorf("switched to generation %d, but %w", gen, err)
 	}
 	known := map[string]bool{}
 	for _, b := range st.Boards() {
@@ -274,29 +296,27 @@ func (r *Rebuild) Run(ctx context.Context, st *store.Store) (Result, error) {
 			}
 		}
 	}
-	if r.KeepOld {
-		return res, nil
-	}
+	deleted := 0
 	for range 2 {
 		if !sleep(ctx, r.DropAfter) {
-			return res, context.Cause(ctx)
+			return deleted, context.Cause(ctx)
 		}
 		for g, names := range drops {
 			n, err := st.DropGeneration(ctx, g, names, 200)
-			res.Deleted += n
+			deleted += n
 			if err != nil {
-				return res, fmt.Errorf("switched to generation %d, but deleting generation %d failed (the next replay deletes it): %w", gen, g, err)
+				return deleted, fmt.Errorf("switched to generation %d, but deleting generation %d failed (the next replay deletes it): %w", gen, g, err)
 			}
 		}
 	}
 	for g, names := range drops {
 		for _, name := range names {
 			if err := st.MarkDropped(ctx, token, name, g); err != nil {
-				return res, fmt.Errorf("switched to generation %d: %w", gen, err)
+				return deleted, fmt.Errorf("switched to generation %d: %w", gen, err)
 			}
 		}
 	}
-	return res, nil
+	return deleted, nil
 }
 
 // raisePositions makes the replay's end offsets the position of every
