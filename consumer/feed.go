@@ -120,7 +120,7 @@ func (f *feed) read(ctx context.Context, k partitionKey, offset int64, epoch int
 			}
 			failures++
 			log.Warn("fetching messages failed; retrying", "attempt", failures, "err", err)
-			if !sleep(ctx, backoff(failures, f.cfg.RetryMin, f.cfg.RetryMax)) {
+			if !Sleep(ctx, Backoff(failures, f.cfg.RetryMin, f.cfg.RetryMax)) {
 				return
 			}
 			continue

@@ -48,8 +48,8 @@ func TestBackoff(t *testing.T) {
 	lo, hi := 100*time.Millisecond, 5*time.Second
 	for attempt, want := range map[int]time.Duration{1: lo, 2: 2 * lo, 3: 4 * lo, 7: hi, 100: hi} {
 		for range 50 {
-			if d := backoff(attempt, lo, hi); d < want/2 || d > want {
-				t.Fatalf("backoff(%d) = %v, want in [%v, %v]", attempt, d, want/2, want)
+			if d := Backoff(attempt, lo, hi); d < want/2 || d > want {
+				t.Fatalf("Backoff(%d) = %v, want in [%v, %v]", attempt, d, want/2, want)
 			}
 		}
 	}

@@ -214,7 +214,7 @@ func (w *worker) startParts(lctx context.Context, f *feed, gen *kafka.Generation
 		}
 		w.m.retries.WithLabelValues("apply").Inc()
 		w.log.Warn("reading the partitions' positions failed; retrying", "attempt", attempt, "err", err)
-		if !sleep(lctx, backoff(attempt, w.cfg.RetryMin, w.cfg.RetryMax)) {
+		if !Sleep(lctx, Backoff(attempt, w.cfg.RetryMin, w.cfg.RetryMax)) {
 			return
 		}
 	}
@@ -320,7 +320,7 @@ func (w *worker) seek(lctx context.Context, f *feed, moves []Move) {
 			}
 			w.m.retries.WithLabelValues("fetch").Inc()
 			w.log.Warn("listing the partitions' first offsets failed; retrying", "attempt", attempt, "err", err)
-			if !sleep(lctx, backoff(attempt, w.cfg.RetryMin, w.cfg.RetryMax)) {
+			if !Sleep(lctx, Backoff(attempt, w.cfg.RetryMin, w.cfg.RetryMax)) {
 				return
 			}
 		}
@@ -452,7 +452,7 @@ func (w *worker) process(lctx, hard context.Context, gen *kafka.Generation, f *f
 		w.m.retries.WithLabelValues(op).Inc()
 		w.log.Warn("batch failed; retrying the same batch", "op", op, "messages", len(b.msgs),
 			"attempt", attempt, "shutting_down", lctx.Err() != nil, "err", err)
-		if !sleep(hard, backoff(attempt, w.cfg.RetryMin, w.cfg.RetryMax)) {
+		if !Sleep(hard, Backoff(attempt, w.cfg.RetryMin, w.cfg.RetryMax)) {
 			return fmt.Errorf("worker %d: batch of %d messages not applied within the shutdown timeout: %w", w.id, len(b.msgs), err)
 		}
 	}
@@ -525,7 +525,7 @@ func (w *worker) commit(lctx, hard context.Context, gen *kafka.Generation, b *ba
 		}
 		w.m.retries.WithLabelValues("commit").Inc()
 		w.log.Warn("committing offsets failed; retrying", "attempt", attempt, "err", err)
-		if !sleep(hard, backoff(attempt, w.cfg.RetryMin, w.cfg.RetryMax)) {
+		if !Sleep(hard, Backoff(attempt, w.cfg.RetryMin, w.cfg.RetryMax)) {
 			return fmt.Errorf("worker %d: applied batch of %d messages not committed within the shutdown timeout (it will be redelivered): %w", w.id, len(b.msgs), err)
 		}
 	}
@@ -613,9 +613,10 @@ func (b *batch) offsets() []kafka.Message {
 	return out
 }
 
-// backoff returns the wait before retry attempt (1-based): min doubled per
-// attempt up to max, with the upper half jittered.
-func backoff(attempt int, lo, hi time.Duration) time.Duration {
+// Backoff returns the wait before retry attempt (1-based): lo doubled per
+// attempt up to hi, with the upper half jittered. The workers and
+// consumer/replay retry with it.
+func Backoff(attempt int, lo, hi time.Duration) time.Duration {
 	d := lo
 	for i := 1; i < attempt && d < hi; i++ {
 		d *= 2
@@ -624,8 +625,8 @@ func backoff(attempt int, lo, hi time.Duration) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// sleep waits for d or until ctx is done; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
+// Sleep waits for d or until ctx is done; it reports whether d passed.
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -215,7 +215,7 @@ func (r *Rebuild) lock(ctx context.Context, st *store.Store, token string) error
 		if !errors.Is(err, store.ErrReplayLock) || time.Now().After(deadline) {
 			return err
 		}
-		if !sleep(ctx, 200*time.Millisecond) {
+		if !consumer.Sleep(ctx, 200*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
@@ -298,7 +298,7 @@ func (r *Rebuild) dropOld(ctx context.Context, st *store.Store, token string, ge
 	}
 	deleted := 0
 	for range 2 {
-		if !sleep(ctx, r.DropAfter) {
+		if !consumer.Sleep(ctx, r.DropAfter) {
 			return deleted, context.Cause(ctx)
 		}
 		for g, names := range drops {

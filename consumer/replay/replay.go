@@ -356,7 +356,7 @@ func applyReplayBatch(ctx context.Context, cfg Config, sink Sink, batch []kafka.
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if !sleep(ctx, backoff(attempt, 50*time.Millisecond, 5*time.Second)) {
+		if !consumer.Sleep(ctx, consumer.Backoff(attempt, 50*time.Millisecond, 5*time.Second)) {
 			return ctx.Err()
 		}
 	}
