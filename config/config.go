@@ -26,6 +26,7 @@ type Config struct {
 	Kafka    Kafka
 	Redis    Redis
 	HTTP     HTTP
+	API      API // the read API's cache and budget (api.go)
 	Rollover Rollover
 	// Routes are the routing rules, in file order.
 	Routes []ingest.Route
@@ -136,6 +137,9 @@ type HTTP struct {
 	WriteTimeout      time.Duration
 	IdleTimeout       time.Duration
 	MaxHeaderBytes    int
+	// MaxConns caps the open connections of the listen address; default
+	// 4096 (DefaultMaxConns).
+	MaxConns int
 }
 
 // Rollover schedules the prefill of rolling boards.
@@ -200,6 +204,7 @@ func defaults() *Config {
 		},
 		Redis:    Redis{Prefix: store.DefaultPrefix, DedupeTTL: store.DefaultDedupeTTL},
 		HTTP:     defaultHTTP(),
+		API:      defaultAPI(),
 		Rollover: Rollover{Lead: store.DefaultRolloverLead, Interval: store.DefaultRolloverInterval},
 	}
 }

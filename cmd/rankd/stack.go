@@ -127,8 +127,10 @@ type stack struct {
 	store *store.Store
 	cons  *consumer.Consumer
 	srv   *http.Server
-	msrv  *http.Server // of http.metrics_listen, or nil (secure.go)
-	mln   net.Listener // its listener, opened by listen
+	msrv  *http.Server            // of http.metrics_listen, or nil (secure.go)
+	mln   net.Listener            // its listener, opened by listen
+	check *httpapi.BackgroundPing // Redis readiness, checked in the background
+	conns *httpapi.ConnLimit      // of srv (http.max_conns)
 }
 
 // newStack wires cfg's components; it connects to nothing yet. Metrics
@@ -157,11 +159,14 @@ func newStack(cfg *config.Config, log *slog.Logger, tune groupTuning) (*stack, e
 		_ = rdb.Close()
 		return nil, err
 	}
-	api := httpapi.New(st, httpapi.WithRegisterer(reg), httpapi.WithLogger(log))
+	api := httpapi.New(st, append([]httpapi.Option{httpapi.WithRegisterer(reg), httpapi.WithLogger(log)}, apiOptions(cfg.API)...)...)
 	metrics := consumer.GetOnly(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	ready := cons.ReadyHandler(&quietPinger{p: st, name: "redis", log: log})
+	// /readyz answers from the last background ping, never waiting for Redis
+	check := httpapi.NewBackgroundPing(&quietPinger{p: st, name: "redis", log: log}, httpapi.DefaultPingEvery, httpapi.DefaultPingTimeout)
+	ready := cons.ReadyHandler(check)
 	srv, msrv := newHTTPServers(cfg.HTTP, log, api, metrics, cons.HealthHandler(), ready)
-	return &stack{cfg: cfg, log: log, reg: reg, rdb: rdb, store: st, cons: cons, srv: srv, msrv: msrv}, nil
+	return &stack{cfg: cfg, log: log, reg: reg, rdb: rdb, store: st, cons: cons, srv: srv, msrv: msrv,
+		check: check, conns: httpapi.NewConnLimit(cfg.HTTP.MaxConns)}, nil
 }
 
 // listen opens the HTTP address before anything starts, so that a taken
@@ -206,7 +211,11 @@ func (s *stack) run(ctx context.Context, ln net.Listener) error {
 		return store.RunFinality(gctx, s.store, s.cfg.Boards(), store.Schedule{Registerer: s.reg, Logger: s.log})
 	})
 	g.Go(func() error {
-		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		s.check.Run(gctx)
+		return nil
+	})
+	g.Go(func() error {
+		if err := s.srv.Serve(s.conns.Limit(s.srv, ln)); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http: %w", err)
 		}
 		return nil
