@@ -30,6 +30,8 @@ const (
 	DefaultRedisBudget = 0.1
 	// budgetBurst is how many seconds of the budget the bucket holds.
 	budgetBurst = 0.25
+	// minBurst is the least the bucket holds, in µs.
+	minBurst = 1000
 	// DefaultReads is how many reads run their Redis work at once
 	// (WithConcurrentReads).
 	DefaultReads = 8
@@ -62,9 +64,14 @@ type budget struct {
 	charged               atomic.Int64 // µs, corrected
 }
 
-func newBudget(share float64, maxEstimate float64) *budget {
+// newBudget returns the bucket of a share of one Redis core. It holds
+// budgetBurst seconds of it (at least minBurst): at the default share that
+// is more than the costliest read on a board of the assumed size
+// (maxEstimate, about 14 ms), a much smaller share refuses such reads 400
+// too_expensive.
+func newBudget(share float64) *budget {
 	rate := share * 1e6
-	burst := max(rate*budgetBurst, 2*maxEstimate)
+	burst := max(rate*budgetBurst, minBurst)
 	return &budget{rate: rate, burst: burst, tokens: burst, last: time.Now(), model: store.DefaultCostModel}
 }
 

@@ -107,7 +107,7 @@ func New(st Store, opts ...Option) http.Handler {
 		s.cache = newRespCache(c.cacheTTL, c.cacheBytes)
 	}
 	if c.budget > 0 {
-		s.budget = newBudget(c.budget, s.maxEstimate())
+		s.budget = newBudget(c.budget)
 	}
 	if c.reads > 0 {
 		s.reads = make(chan struct{}, c.reads)
