@@ -24,6 +24,7 @@ type Config struct {
 	Kafka    Kafka
 	Redis    Redis
 	HTTP     HTTP
+	API      API // the read API's cache and budget (api.go)
 	Rollover Rollover
 	// Standings is the publication of sealed standings (standings.go).
 	Standings Standings
@@ -136,6 +137,9 @@ type HTTP struct {
 	WriteTimeout      time.Duration
 	IdleTimeout       time.Duration
 	MaxHeaderBytes    int
+	// MaxConns caps the open connections of the listen address; default
+	// 4096 (DefaultMaxConns).
+	MaxConns int
 }
 
 // Rollover schedules the prefill of rolling boards.
@@ -223,6 +227,7 @@ func defaults() *Config {
 		},
 		Redis:    Redis{Prefix: DefaultPrefix, DedupeTTL: DefaultDedupeTTL},
 		HTTP:     defaultHTTP(),
+		API:      defaultAPI(),
 		Rollover: Rollover{Lead: DefaultRolloverLead, Interval: DefaultRolloverInterval},
 		Standings: Standings{Topic: DefaultStandingsTopic, Interval: DefaultStandingsInterval,
 			LockTTL: DefaultStandingsLockTTL},

@@ -119,7 +119,7 @@ func TestBrokenConfigs(t *testing.T) {
 		old, new string // replace old by new in base ("" old: append new)
 		want     string // expected prefix of the first error
 	}{
-		{"unknown top key", "", "kafak: {}\n", `t.yaml:10:1: kafak: unknown key "kafak" (want boards, http, kafka, redis, rollover, routes, standings, topics)`},
+		{"unknown top key", "", "kafak: {}\n", `t.yaml:10:1: kafak: unknown key "kafak" (want api, boards, http, kafka, redis, rollover, routes, standings, topics)`},
 		{"unknown board key", "every: 1d", "evry: 1d", `t.yaml:5:5: boards[0].evry: unknown key "evry"`},
 		{"unknown route key", "member: anchor_id", "membr: anchor_id", `t.yaml:8:5: routes[0].membr: unknown key "membr"`},
 		{"duplicate key", "every: 1d", "every: 1d\n    every: 1w", `t.yaml:6:5: boards[0].every: duplicate key`},
@@ -404,7 +404,7 @@ func TestEveryErrorOfABoard(t *testing.T) {
 }
 
 // TestExampleDocumentsEveryKey checks that example.yaml shows every key of
-// the kafka, redis, http and rollover sections, set or in a comment (issue
+// the kafka, redis, http, api and rollover sections, set or in a comment (issue
 // 11: kafka.min_bytes was accepted but undocumented).
 func TestExampleDocumentsEveryKey(t *testing.T) {
 	for _, tt := range []struct {
@@ -413,7 +413,8 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 	}{
 		{"kafka", "batch, brokers, dead_letter_topic, future_skew, group, heartbeat_interval, max_message_bytes, max_wait, min_bytes, rebalance_timeout, sasl, session_timeout, shutdown_timeout, tls, topics, workers"},
 		{"redis", "addr, addrs, db, dedupe_ttl, password, password_file, pool_size, prefix, sentinel, tls, username"},
-		{"http", "idle_timeout, listen, max_header_bytes, metrics_listen, read_header_timeout, read_timeout, token, token_file, write_timeout"},
+		{"http", "idle_timeout, listen, max_conns, max_header_bytes, metrics_listen, read_header_timeout, read_timeout, token, token_file, write_timeout"},
+		{"api", "cache_max_bytes, cache_ttl, concurrent_reads, redis_budget"},
 		{"rollover", "interval, lead"},
 	} {
 		t.Run(tt.section, func(t *testing.T) {

@@ -82,6 +82,9 @@ func (l *loader) decodeRoot(root *yaml.Node, c *Config, s *spec) {
 		"http": func(n *yaml.Node, p string) {
 			l.mapping(n, p, l.httpFields(&c.HTTP))
 		},
+		"api": func(n *yaml.Node, p string) {
+			l.mapping(n, p, l.apiFields(&c.API))
+		},
 		"rollover": func(n *yaml.Node, p string) {
 			l.mapping(n, p, map[string]field{
 				"lead":     l.duration(&c.Rollover.Lead),

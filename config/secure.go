@@ -188,6 +188,7 @@ func defaultHTTP() HTTP {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
+		MaxConns:          DefaultMaxConns,
 	}
 }
 
@@ -203,6 +204,7 @@ func (l *loader) httpFields(h *HTTP) map[string]field {
 		"write_timeout":       l.duration(&h.WriteTimeout),
 		"idle_timeout":        l.duration(&h.IdleTimeout),
 		"max_header_bytes":    l.integer(&h.MaxHeaderBytes),
+		"max_conns":           l.integer(&h.MaxConns),
 	}
 }
 

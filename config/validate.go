@@ -18,6 +18,7 @@ func (l *loader) validate(c *Config, s *spec) {
 	l.validateKafka(c)
 	l.validateRedis(c)
 	l.validateSecure(c)
+	l.validateAPI(c)
 	if c.HTTP.Listen == "" {
 		l.errorf("http.listen", "empty listen address")
 	}

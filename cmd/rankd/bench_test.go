@@ -33,7 +33,8 @@ func TestBench(t *testing.T) {
 	dir := t.TempDir()
 	jsonFile, profile := filepath.Join(dir, "bench.json"), filepath.Join(dir, "rankd.pprof")
 	args := []string{"--events", "20000", "--naive-events", "2000", "--rollover-members", "20000",
-		"--latency-duration", "2s", "--redis", srv.Addr(), "--json", jsonFile, "--cpuprofile", profile}
+		"--latency-duration", "2s", "--read-clients", "20", "--read-rate", "2000", "--read-duration", "2s",
+		"--redis", srv.Addr(), "--json", jsonFile, "--cpuprofile", profile}
 	var checked []string
 	check := func(ctx context.Context, phase string, env bench.CheckEnv) error {
 		cfg := env.Config

@@ -36,6 +36,11 @@ and runs, against the same servers:
   latency   event-to-visible latency (HTTP API) at half rankd's drain rate
   rollover  prefill of a rolling board of --rollover-members members, with
             the worst latency of a concurrent ZREVRANGE reader
+  reads     --read-clients clients reading a 1M-member board (top-20 only,
+            then a mix of top, member, around, dims) while ingestion runs at
+            --read-rate events/s: reads/s, latency, cache hit rate, Redis
+            time per read, ingestion rate with and without readers,
+            event-to-visible p99 through the API
 
 It prints one table on stdout (--json FILE: also as JSON) and a progress
 line on stderr. The default run takes about two minutes; run it on an
@@ -69,6 +74,9 @@ func benchFlags(fs *pflag.FlagSet, adjust func(*bench.Options)) runFunc {
 	fs.DurationVar(&o.LatencyDuration, "latency-duration", 30*time.Second, "how long the latency phase produces")
 	fs.Float64Var(&o.LatencyRate, "latency-rate", 0, "produce `rate` of the latency phase in events/s (default half rankd's drain rate)")
 	fs.DurationVar(&o.PollInterval, "poll-interval", time.Millisecond, "pause between two reads of the latency marker")
+	fs.IntVar(&o.ReadClients, "read-clients", 1000, "`clients` of the reads phase")
+	fs.Float64Var(&o.ReadRate, "read-rate", 20000, "ingestion `rate` (events/s) of the reads phase")
+	fs.DurationVar(&o.ReadDuration, "read-duration", 20*time.Second, "how long each run of the reads phase lasts")
 	skip := fs.String("skip", "", "comma-separated `phases` not to run: "+strings.Join(bench.Phases, ", "))
 	fs.StringVar(&o.JSON, "json", "", "write the results as JSON to `file`")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write the CPU profile of the rankd drain to `file`")

@@ -117,8 +117,10 @@ type Stack struct {
 	store *store.Store
 	cons  *consumer.Consumer
 	srv   *http.Server
-	msrv  *http.Server // of http.metrics_listen, or nil (secure.go)
-	mln   net.Listener // its listener, opened by listen
+	msrv  *http.Server            // of http.metrics_listen, or nil (http.go)
+	mln   net.Listener            // its listener, opened by Listen
+	check *httpapi.BackgroundPing // Redis readiness, checked in the background
+	conns *httpapi.ConnLimit      // of srv (http.max_conns)
 }
 
 // New wires cfg's components; it connects to nothing yet (Listen, then
@@ -148,11 +150,14 @@ func New(cfg *config.Config, log *slog.Logger, tune Tuning) (*Stack, error) {
 		_ = rdb.Close()
 		return nil, err
 	}
-	api := httpapi.New(st, httpapi.WithRegisterer(reg), httpapi.WithLogger(log))
+	api := httpapi.New(st, append([]httpapi.Option{httpapi.WithRegisterer(reg), httpapi.WithLogger(log)}, apiOptions(cfg.API)...)...)
 	metrics := consumer.GetOnly(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	ready := cons.ReadyHandler(&quietPinger{p: st, name: "redis", log: log})
+	// /readyz answers from the last background ping, never waiting for Redis
+	check := httpapi.NewBackgroundPing(&quietPinger{p: st, name: "redis", log: log}, httpapi.DefaultPingEvery, httpapi.DefaultPingTimeout)
+	ready := cons.ReadyHandler(check)
 	srv, msrv := newHTTPServers(cfg.HTTP, log, api, metrics, cons.HealthHandler(), ready)
-	return &Stack{cfg: cfg, log: log, reg: reg, rdb: rdb, store: st, cons: cons, srv: srv, msrv: msrv}, nil
+	return &Stack{cfg: cfg, log: log, reg: reg, rdb: rdb, store: st, cons: cons, srv: srv, msrv: msrv,
+		check: check, conns: httpapi.NewConnLimit(cfg.HTTP.MaxConns)}, nil
 }
 
 // Listen opens the HTTP address before anything starts, so that a taken
@@ -201,7 +206,11 @@ func (s *Stack) Run(ctx context.Context, ln net.Listener) error {
 		return store.RunFinality(gctx, s.store, s.cfg.Boards(), store.Schedule{Registerer: s.reg, Logger: s.log})
 	})
 	g.Go(func() error {
-		if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		s.check.Run(gctx)
+		return nil
+	})
+	g.Go(func() error {
+		if err := s.srv.Serve(s.conns.Limit(s.srv, ln)); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http: %w", err)
 		}
 		return nil
@@ -292,4 +301,15 @@ func (s *Stack) runStandings(ctx context.Context) error {
 	return store.RunStandings(ctx, s.store, store.StandingsSchedule{
 		Boards: boards, Publisher: w, Interval: sc.Interval, LockTTL: sc.LockTTL,
 		Registerer: s.reg, Logger: s.log})
+}
+
+// apiOptions are the read API's options of cfg's api section: the response
+// cache, the Redis-time budget (which replaces the fixed rate of expensive
+// reads) and the bound on concurrent reads.
+func apiOptions(a config.API) []httpapi.Option {
+	opts := []httpapi.Option{httpapi.WithCache(a.CacheTTL, a.CacheMaxBytes), httpapi.WithConcurrentReads(a.ConcurrentReads)}
+	if a.RedisBudget > 0 {
+		opts = append(opts, httpapi.WithRedisBudget(a.RedisBudget), httpapi.WithExpensiveRate(0))
+	}
+	return opts
 }

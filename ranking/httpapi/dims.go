@@ -25,27 +25,33 @@ type dimsPageJSON struct {
 	NextCursor string     `json:"next_cursor,omitempty"`
 }
 
-// handleDims serves GET /v1/boards/{board}/dims: a page of the board's dims
+// dimsBody renders GET /v1/boards/{board}/dims: a page of the board's dims
 // values that have members in the period, with their counts.
-func (s *server) handleDims(w http.ResponseWriter, r *http.Request) error {
+func (s *server) dimsBody(r *http.Request) ([]byte, error) {
 	name := r.PathValue("board")
 	b, ok := s.boards[name]
 	if !ok {
-		return &apiError{status: http.StatusNotFound, code: codeUnknownBoard, msg: fmt.Sprintf("unknown board %q", name)}
+		return nil, unknownBoard(name)
 	}
 	vals := r.URL.Query()
 	period := vals.Get("period")
 	if err := s.checkPeriod(b, period); err != nil {
-		return err
+		return nil, err
 	}
 	limit, err := intParam(r, "limit", DefaultDimsLimit, 1, store.MaxDimsLimit)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cursor := vals.Get("cursor")
+	if len(cursor) > maxCursor {
+		return nil, badRequest(codeBadRequest, fmt.Sprintf("cursor %s: not a cursor of this listing", quote(cursor)))
+	}
 	var pg store.DimsPage
 	var final bool
-	err = s.read(r, false, func(ctx context.Context) error {
+	// up to 20 SSCANs and a ZCARD (and HLEN) per value looked at
+	scan := min(store.MaxDimsScan, limit+2*100)
+	est := store.Counts{Commands: 20 + 2*int64(scan), Elements: int64(scan)}
+	err = s.read(r, "dims", false, estimate{c: est, board: b.Name}, func(ctx context.Context) error {
 		var err error
 		if pg, err = s.store.ListDims(ctx, b.Name, period, cursor, limit); err != nil {
 			return err
@@ -54,11 +60,14 @@ func (s *server) handleDims(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	out := dimsPageJSON{Board: b.Name, Period: renderPeriod(b, pg.Period, final), Dims: make([]dimsJSON, len(pg.Dims)), NextCursor: pg.Next}
 	for i, d := range pg.Dims {
 		out.Dims[i] = dimsJSON{Dims: dimsObject(b, d.Dims), Count: d.Count}
 	}
-	return writeJSON(w, out)
+	return marshalBody(out)
 }
+
+// maxCursor is longer than any cursor ListDims hands out.
+const maxCursor = 1024

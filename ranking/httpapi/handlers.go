@@ -94,26 +94,31 @@ func (s *server) handleBoards(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, out)
 }
 
-// handleTop serves GET /v1/boards/{board}/top.
-func (s *server) handleTop(w http.ResponseWriter, r *http.Request) error {
+// topBody renders GET /v1/boards/{board}/top.
+func (s *server) topBody(r *http.Request) ([]byte, error) {
 	q, err := s.parseQuery(r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	limit, err := intParam(r, "limit", DefaultLimit, 1, store.MaxLimit)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	percent, err := percentParam(r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rows := limit
+	est := pageCost(limit)
 	if percent > 0 {
 		rows = store.MaxLimit // not known before the count is read
+		est = plus(pageCost(int(min(store.PercentRows(s.sizes.of(q.b.Name), percent), store.MaxLimit))), store.Counts{Commands: 3})
+	}
+	if q.trend && q.b.Window != ranking.WindowTotal {
+		est = plus(est, s.trendCost(min(rows, int(est.Elements/2)), q.mode))
 	}
 	var res pageResult
-	err = s.read(r, q.expensive(rows, false), func(ctx context.Context) error {
+	err = s.read(r, "top", q.expensive(rows, false), estimate{c: est, board: q.b.Name}, func(ctx context.Context) error {
 		if err := s.knownDims(ctx, q); err != nil {
 			return err
 		}
@@ -127,14 +132,15 @@ func (s *server) handleTop(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		s.sizes.seen(q.b.Name, pg.Count)
 		res, err = s.pageResult(ctx, q, pg)
 		return err
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	res.percent = percent
-	return s.writePage(w, q, res, "")
+	return s.renderPage(q, res, "")
 }
 
 // percentParam reads /top's percent: a decimal number in (0, 100] with at
@@ -149,7 +155,7 @@ func percentParam(r *http.Request) (int64, error) {
 	if vals.Get("limit") != "" {
 		return 0, badRequest(codeBadRequest, "percent and limit exclude each other: percent gives the number of members")
 	}
-	bad := badRequest(codeBadRequest, fmt.Sprintf("percent %q: want a number in 0.01..100 with at most 2 decimals", p))
+	bad := badRequest(codeBadRequest, fmt.Sprintf("percent %s: want a number in 0.01..100 with at most 2 decimals", quote(p)))
 	whole, frac, hasFrac := strings.Cut(p, ".")
 	if whole == "" || len(whole) > 3 || (hasFrac && (len(frac) < 1 || len(frac) > 2)) || !digits(whole) || !digits(frac) {
 		return 0, bad
@@ -190,7 +196,7 @@ func (s *server) knownDims(ctx context.Context, q *query) error {
 	if errors.Is(err, store.ErrUnknownDims) {
 		return &apiError{status: http.StatusNotFound, code: codeUnknownDims, cause: err,
 			msg: fmt.Sprintf("board %q has no data for dims %s; its dims values are listed at /v1/boards/%s/dims",
-				q.b.Name, dimsText(q.b, q.dims), url.PathEscape(q.b.Name))}
+				q.b.Name, clip(dimsText(q.b, q.dims)), url.PathEscape(q.b.Name))}
 	}
 	return err
 }
@@ -204,33 +210,56 @@ func dimsText(b *ranking.Board, dims []string) string {
 	return strings.Join(parts, ",")
 }
 
-// handleAround serves GET /v1/boards/{board}/members/{member}/around.
-func (s *server) handleAround(w http.ResponseWriter, r *http.Request) error {
+// aroundBody renders GET /v1/boards/{board}/members/{member}/around.
+func (s *server) aroundBody(r *http.Request) ([]byte, error) {
 	q, err := s.parseQuery(r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	n, err := intParam(r, "n", DefaultAround, 0, store.MaxLimit/2)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	member := r.PathValue("member")
+	est := plus(pageCost(2*n+1), store.Counts{Commands: 1})
+	switch q.mode {
+	case store.RankCompetition:
+		est.Commands++
+	case store.RankDense:
+		est = plus(est, store.Counts{Commands: 1, DenseSteps: int64(s.denseSteps / 2)})
+	}
+	if q.trend && q.b.Window != ranking.WindowTotal {
+		est = plus(est, s.trendCost(2*n+1, q.mode))
+	}
 	var res pageResult
-	err = s.read(r, q.expensive(2*n+1, true), func(ctx context.Context) error {
+	err = s.read(r, "around", q.expensive(2*n+1, true), estimate{c: est, board: q.b.Name}, func(ctx context.Context) error {
 		if err := s.knownDims(ctx, q); err != nil {
 			return err
 		}
 		pg, err := s.store.Around(ctx, q.b.Name, q.dims, member, q.period, n, q.mode)
+		if errors.Is(err, store.ErrMemberNotFound) {
+			return s.memberNotFound(q, member, q.period)
+		}
 		if err != nil {
 			return err
 		}
+		s.sizes.seen(q.b.Name, pg.Count)
 		res, err = s.pageResult(ctx, q, pg)
 		return err
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return s.writePage(w, q, res, member)
+	return s.renderPage(q, res, member)
+}
+
+// memberNotFound is the 404 of a member absent from a board.
+func (s *server) memberNotFound(q *query, member, period string) error {
+	if period == "" {
+		period = "current"
+	}
+	return &apiError{status: http.StatusNotFound, code: codeNotFound,
+		msg: fmt.Sprintf("member %s is not on board %q (period %s)", quote(member), q.b.Name, quote(period))}
 }
 
 // pageResult is what /top and /around read from Redis.
@@ -253,7 +282,7 @@ func (s *server) pageResult(ctx context.Context, q *query, pg store.Page) (pageR
 	return res, err
 }
 
-func (s *server) writePage(w http.ResponseWriter, q *query, res pageResult, member string) error {
+func (s *server) renderPage(q *query, res pageResult, member string) ([]byte, error) {
 	pg := res.pg
 	rd := s.renderer(q.b)
 	out := pageJSON{
@@ -270,7 +299,7 @@ func (s *server) writePage(w http.ResponseWriter, q *query, res pageResult, memb
 			out.Entries[i].Trend = trend(out.Entries[i].Rank, res.prev[i])
 		}
 	}
-	return writeJSON(w, out)
+	return marshalBody(out)
 }
 
 // prevRanks returns each entry's rank, in the page's rank mode, in the
@@ -298,16 +327,22 @@ func (s *server) prevRanks(ctx context.Context, q *query, pg store.Page) ([]*int
 	return out, nil
 }
 
-// handleMember serves GET /v1/boards/{board}/members/{member}.
-func (s *server) handleMember(w http.ResponseWriter, r *http.Request) error {
+// memberBody renders GET /v1/boards/{board}/members/{member}.
+func (s *server) memberBody(r *http.Request) ([]byte, error) {
 	q, err := s.parseQuery(r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	member := r.PathValue("member")
 	var info store.MemberInfo
 	var final bool
-	err = s.read(r, q.expensive(0, true), func(ctx context.Context) error {
+	// the standing (a MULTI of 4-5 commands), the member above, the
+	// competition count, and the same in the previous period
+	est := store.Counts{Commands: 16, Elements: 4}
+	if q.mode == store.RankDense {
+		est.DenseSteps = int64(s.denseSteps)
+	}
+	err = s.read(r, "member", q.expensive(0, true), estimate{c: est, board: q.b.Name}, func(ctx context.Context) error {
 		if err := s.knownDims(ctx, q); err != nil {
 			return err
 		}
@@ -315,17 +350,18 @@ func (s *server) handleMember(w http.ResponseWriter, r *http.Request) error {
 		if info, err = s.store.Member(ctx, q.b.Name, q.dims, member, q.period, q.mode); err != nil {
 			return err
 		}
+		s.sizes.seen(q.b.Name, info.Count)
 		if info.Found {
 			final = s.final(ctx, q.b, info.Period)
 		}
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !info.Found {
-		return &apiError{status: http.StatusNotFound, code: codeNotFound,
-			msg: fmt.Sprintf("member %q is not on board %q (period %s)", member, q.b.Name, info.Period.ID)}
+		return nil, &apiError{status: http.StatusNotFound, code: codeNotFound,
+			msg: fmt.Sprintf("member %s is not on board %q (period %s)", quote(member), q.b.Name, info.Period.ID)}
 	}
 	rd := s.renderer(q.b)
 	out := memberJSON{
@@ -341,7 +377,7 @@ func (s *server) handleMember(w http.ResponseWriter, r *http.Request) error {
 		}
 		out.Trend = trend(info.Rank, out.PrevRank)
 	}
-	return writeJSON(w, out)
+	return marshalBody(out)
 }
 
 // handlePage serves the HTML page at /.

@@ -99,19 +99,56 @@ const (
 )
 
 // read runs fn, the Redis part of a request, within the request's limits:
-// its context carries the timeout and the dense budget, and an expensive
-// read first takes one of the expensive slots. read returns when fn does or
-// when the time is up, whichever comes first; fn then stops at its next
-// Redis call and frees its slot when it returns.
-func (s *server) read(r *http.Request, expensive bool, fn func(ctx context.Context) error) error {
+// the Redis-time budget is charged est before anything else (a refusal
+// costs Redis nothing), then an expensive read takes one of the expensive
+// slots, and every read one of the concurrent-read slots; fn's context
+// carries the timeout, the dense budget and the cost meter. read returns
+// when fn does or when the time is up, whichever comes first; fn then stops
+// at its next Redis call, frees its slots and corrects the budget with its
+// real cost when it returns.
+func (s *server) read(r *http.Request, route string, expensive bool, est estimate, fn func(ctx context.Context) error) error {
 	ctx, cancel := r.Context(), context.CancelFunc(func() {})
 	if s.timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, s.timeout)
 	}
 	defer cancel()
+	n := s.sizes.of(est.board)
+	var charged float64
+	if s.budget != nil {
+		charged = s.budget.model.Micros(est.c, n)
+		if err := s.budget.take(charged); err != nil {
+			if s.m != nil {
+				s.m.refused.WithLabelValues(err.(*apiError).code).Inc()
+			}
+			return err
+		}
+	}
+	var cost *store.Cost
+	ctx, cost = store.WithCost(ctx)
+	settle := func() {
+		real := store.DefaultCostModel.Micros(cost.Counts(), s.sizes.of(est.board))
+		if s.budget != nil {
+			s.budget.correct(charged, real)
+		}
+		if s.m != nil {
+			s.m.redisTime.WithLabelValues(route).Add(real / 1e6)
+		}
+	}
 	if expensive {
 		if err := s.acquire(ctx); err != nil {
+			settle()
 			return s.limitError(ctx, r, err)
+		}
+	}
+	if s.reads != nil {
+		select {
+		case s.reads <- struct{}{}:
+		case <-ctx.Done():
+			if expensive {
+				<-s.slots
+			}
+			settle()
+			return s.limitError(ctx, r, ctx.Err())
 		}
 	}
 	ctx = store.WithDenseBudget(ctx, s.denseSteps)
@@ -122,9 +159,13 @@ func (s *server) read(r *http.Request, expensive bool, fn func(ctx context.Conte
 			if p := recover(); p != nil { // as net/http would for the handler
 				err = fmt.Errorf("panic reading the board: %v\n%s", p, debug.Stack())
 			}
+			if s.reads != nil {
+				<-s.reads
+			}
 			if expensive {
 				<-s.slots // before the answer: a client's next read finds the slot free
 			}
+			settle()
 			done <- err
 		}()
 		err = fn(ctx)

@@ -26,7 +26,7 @@ func (s *server) parseQuery(r *http.Request) (*query, error) {
 	name := r.PathValue("board")
 	b, ok := s.boards[name]
 	if !ok {
-		return nil, &apiError{status: http.StatusNotFound, code: codeUnknownBoard, msg: fmt.Sprintf("unknown board %q", name)}
+		return nil, unknownBoard(name)
 	}
 	q := &query{b: b}
 	var err error
@@ -35,15 +35,19 @@ func (s *server) parseQuery(r *http.Request) (*query, error) {
 	}
 	vals := r.URL.Query()
 	q.period = vals.Get("period")
+	if _, err := s.store.ResolvePeriod(b.Name, q.period); err != nil {
+		return nil, badRequest(codeBadPeriod, fmt.Sprintf("period %s: want current, previous or a period id of board %q (e.g. %s)",
+			quote(q.period), b.Name, s.examplePeriod(b)))
+	}
 	if err := s.checkPeriod(b, q.period); err != nil {
 		return nil, err
 	}
 	if q.mode, err = store.ParseRankMode(vals.Get("rank")); err != nil {
-		return nil, badRequest(codeBadRequest, "rank: "+err.Error())
+		return nil, badRequest(codeBadRequest, fmt.Sprintf("rank %s: want row, competition or dense", quote(vals.Get("rank"))))
 	}
 	if t := vals.Get("trend"); t != "" {
 		if q.trend, err = strconv.ParseBool(t); err != nil {
-			return nil, badRequest(codeBadRequest, fmt.Sprintf("trend %q: want 1 or 0", t))
+			return nil, badRequest(codeBadRequest, fmt.Sprintf("trend %s: want 1 or 0", quote(t)))
 		}
 	}
 	return q, nil
@@ -69,7 +73,10 @@ func (q *query) expensive(rows int, walk bool) bool {
 // parseDims returns the values of b.Dims from the dims parameters of a raw
 // query: name:value pairs joined by ",", in any order, possibly spread over
 // several dims parameters. Pairs are split on "," and on the first ":"
-// before percent-decoding, so an encoded "," (%2C) belongs to a value.
+// before percent-decoding, so an encoded "," (%2C) belongs to a value; a
+// pair is split on its first ":" after decoding, so an encoded ":" (%3A,
+// as standard encoders write it) separates the name from the value as a
+// plain one does (dims names never hold ":").
 func parseDims(b *ranking.Board, rawQuery string) ([]string, error) {
 	got := map[string]string{}
 	for part := range strings.SplitSeq(rawQuery, "&") {
@@ -81,17 +88,16 @@ func parseDims(b *ranking.Board, rawQuery string) ([]string, error) {
 			if pair == "" {
 				continue
 			}
-			rn, rv, ok := strings.Cut(pair, ":")
-			name, err1 := url.QueryUnescape(rn)
-			value, err2 := url.QueryUnescape(rv)
-			if !ok || err1 != nil || err2 != nil {
-				return nil, badRequest(codeBadDims, fmt.Sprintf("dims: %q is not a name:value pair (percent-encoded)", pair))
+			decoded, err := url.QueryUnescape(pair)
+			name, value, ok := strings.Cut(decoded, ":")
+			if !ok || err != nil {
+				return nil, badRequest(codeBadDims, fmt.Sprintf("dims: %s is not a name:value pair (percent-encoded)", quote(pair)))
 			}
 			if !containsDim(b, name) {
-				return nil, badRequest(codeBadDims, fmt.Sprintf("dims: board %q has no dim %q; its dims are %s", b.Name, name, dimsList(b)))
+				return nil, badRequest(codeBadDims, fmt.Sprintf("dims: board %q has no dim %s; its dims are %s", b.Name, quote(name), dimsList(b)))
 			}
 			if _, dup := got[name]; dup {
-				return nil, badRequest(codeBadDims, fmt.Sprintf("dims: %q given twice", name))
+				return nil, badRequest(codeBadDims, fmt.Sprintf("dims: %s given twice", quote(name)))
 			}
 			got[name] = value
 		}
@@ -149,7 +155,7 @@ func (s *server) checkPeriod(b *ranking.Board, period string) error {
 		return err
 	}
 	if next := b.Calendar().Next(cur); p.Start.After(next.Start) {
-		return badRequest(codeBadPeriod, fmt.Sprintf("period %q of rolling board %q is in the future: the latest readable period is %s", period, b.Name, next.ID))
+		return badRequest(codeBadPeriod, fmt.Sprintf("period %s of rolling board %q is in the future: the latest readable period is %s", quote(period), b.Name, next.ID))
 	}
 	return nil
 }
@@ -162,7 +168,16 @@ func intParam(r *http.Request, name string, def, lo, hi int) (int, error) {
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < lo || n > hi {
-		return 0, badRequest(codeBadRequest, fmt.Sprintf("%s %q: want an integer in %d..%d", name, s, lo, hi))
+		return 0, badRequest(codeBadRequest, fmt.Sprintf("%s %s: want an integer in %d..%d", name, quote(s), lo, hi))
 	}
 	return n, nil
+}
+
+// examplePeriod is the current period id of b, for messages.
+func (s *server) examplePeriod(b *ranking.Board) string {
+	p, err := s.store.ResolvePeriod(b.Name, "current")
+	if err != nil {
+		return "current"
+	}
+	return p.ID
 }

@@ -26,6 +26,10 @@ type config struct {
 	queueWait  time.Duration
 	denseSteps int
 	rate       float64
+	cacheTTL   time.Duration
+	cacheBytes int
+	budget     float64
+	reads      int
 }
 
 // WithLogger sets the logger of store failures (default slog.Default()).
@@ -72,34 +76,52 @@ type server struct {
 	queueWait  time.Duration
 	denseSteps int
 	bucket     *tokenBucket // expensive reads per second
+
+	cache  *respCache    // cache.go; nil: off
+	budget *budget       // budget.go; nil: off
+	sizes  *sizes        // member counts seen, for estimates
+	reads  chan struct{} // one per read whose Redis work runs; nil: no bound
 }
 
 // New returns the HTTP handler of the read API and the HTML page for the
-// boards of store. It is safe for concurrent use; every request reads Redis
-// through store and nothing is cached. New panics if WithRegisterer's
+// boards of store. It is safe for concurrent use. Without WithCache every
+// request reads Redis through store; without WithRedisBudget only the
+// per-request limits apply. New panics if WithRegisterer's
 // registerer holds a conflicting collector of the same name.
 func New(st Store, opts ...Option) http.Handler {
 	c := config{log: slog.Default(), timeout: DefaultTimeout, expensive: DefaultExpensive,
-		queueWait: DefaultQueueWait, denseSteps: DefaultDenseBudget, rate: DefaultExpensiveRate}
+		queueWait: DefaultQueueWait, denseSteps: DefaultDenseBudget, rate: DefaultExpensiveRate, reads: DefaultReads}
 	for _, o := range opts {
 		o(&c)
 	}
 	s := &server{store: st, boards: map[string]*ranking.Board{}, order: st.Boards(), log: c.log,
 		timeout: c.timeout, slots: make(chan struct{}, c.expensive), queueWait: c.queueWait, denseSteps: c.denseSteps,
 		bucket: newTokenBucket(c.rate, c.expensive)}
+	names := make([]string, 0, len(s.order))
 	for _, b := range s.order {
 		s.boards[b.Name] = b
+		names = append(names, b.Name)
+	}
+	s.sizes = newSizes(names)
+	if c.cacheTTL > 0 && c.cacheBytes > 0 {
+		s.cache = newRespCache(c.cacheTTL, c.cacheBytes)
+	}
+	if c.budget > 0 {
+		s.budget = newBudget(c.budget)
+	}
+	if c.reads > 0 {
+		s.reads = make(chan struct{}, c.reads)
 	}
 	if c.reg != nil {
-		s.m = newMetrics(c.reg)
+		s.m = newMetrics(c.reg, s)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /v1/boards", s.route("boards", s.handleBoards))
-	mux.Handle("GET /v1/boards/{board}/top", s.route("top", s.handleTop))
-	mux.Handle("GET /v1/boards/{board}/dims", s.route("dims", s.handleDims))
+	mux.Handle("GET /v1/boards/{board}/top", s.route("top", s.cachedRead("top", s.topBody)))
+	mux.Handle("GET /v1/boards/{board}/dims", s.route("dims", s.cachedRead("dims", s.dimsBody)))
 	mux.Handle("GET /v1/boards/{board}/standings", s.route("standings", s.handleStandings)) // standings.go
-	mux.Handle("GET /v1/boards/{board}/members/{member}", s.route("member", s.handleMember))
-	mux.Handle("GET /v1/boards/{board}/members/{member}/around", s.route("around", s.handleAround))
+	mux.Handle("GET /v1/boards/{board}/members/{member}", s.route("member", s.cachedRead("member", s.memberBody)))
+	mux.Handle("GET /v1/boards/{board}/members/{member}/around", s.route("around", s.cachedRead("around", s.aroundBody)))
 	mux.Handle("GET /{$}", s.route("page", s.handlePage))
 	mux.Handle("/", s.route("other", s.handleOther))
 	return mux
@@ -141,14 +163,28 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // writeJSON writes v as the 200 response.
 func writeJSON(w http.ResponseWriter, v any) error {
-	body, err := json.Marshal(v)
+	body, err := marshalBody(v)
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
-	_, _ = w.Write(append(body, '\n')) // a client that went away is not an error of ours
+	writeBody(w, body)
 	return nil
+}
+
+// marshalBody renders v as a response body.
+func marshalBody(v any) ([]byte, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(body, '\n'), nil
+}
+
+// writeBody writes a rendered body as the 200 response.
+func writeBody(w http.ResponseWriter, body []byte) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	_, _ = w.Write(body) // a client that went away is not an error of ours
 }
 
 // Error codes of the JSON error responses.
@@ -167,10 +203,11 @@ const (
 // apiError is an error with its HTTP status and code; msg is what the
 // client reads, cause (if any) what is logged.
 type apiError struct {
-	status int
-	code   string
-	msg    string
-	cause  error
+	status     int
+	code       string
+	msg        string
+	cause      error
+	retryAfter int // seconds, for 503 (default 1)
 }
 
 func (e *apiError) Error() string {
@@ -207,7 +244,7 @@ func classify(err error) (int, string) {
 		return http.StatusBadRequest, codeBadRequest
 	case errors.Is(err, store.ErrTooExpensive):
 		return http.StatusBadRequest, codeTooExpensive
-	case store.IsUnavailable(err):
+	case store.IsUnavailable(err), store.IsAuthFailure(err):
 		return http.StatusServiceUnavailable, codeUnavailable
 	}
 	return http.StatusInternalServerError, codeInternal
@@ -228,10 +265,12 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		err = s.tooExpensive(err)
 	}
 	status, code := classify(err)
-	msg := err.Error()
 	var ae *apiError
+	msg := ""
 	if errors.As(err, &ae) {
 		msg = ae.msg
+	} else if status < 500 {
+		msg = publicMessage(r, err)
 	}
 	switch {
 	case status < 500:
@@ -245,6 +284,9 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		switch {
 		case errors.Is(err, store.ErrRolloverBusy):
 			msg = "the board is being rolled over by another process; retry shortly"
+		case store.IsAuthFailure(err):
+			msg = "redis refused rankd's credentials or its ACL refused a command (NOAUTH, WRONGPASS or NOPERM): " +
+				"check redis.username, the password and the user's ACL; the details are in rankd's log"
 		case status == http.StatusServiceUnavailable:
 			msg = "redis is unavailable"
 		default:
@@ -252,7 +294,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		}
 	}
 	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Retry-After", retryAfter(ae))
 	}
 	body, _ := json.Marshal(errorBody{Error: msg, Code: code})
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
@@ -267,17 +309,21 @@ func (s *server) handleOther(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Allow", "GET, HEAD")
 		return &apiError{status: http.StatusMethodNotAllowed, code: codeMethod, msg: "method " + r.Method + " not allowed: the API is read-only"}
 	}
-	return &apiError{status: http.StatusNotFound, code: codeNotFound, msg: "no route for " + r.URL.Path}
+	return &apiError{status: http.StatusNotFound, code: codeNotFound, msg: "no route for " + quote(r.URL.Path)}
 }
 
 // metrics are the handler's collectors.
 type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// cache results (hit, miss, coalesced), pre-resolved for the hot path
+	hit, miss, coalesced prometheus.Counter
+	refused              *prometheus.CounterVec
+	redisTime            *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
-	return &metrics{
+func newMetrics(reg prometheus.Registerer, s *server) *metrics {
+	m := &metrics{
 		requests: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "rankd", Subsystem: "http", Name: "requests_total",
 			Help: "HTTP requests served, per route and status code."}, []string{"route", "code"})),
@@ -285,7 +331,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "rankd", Subsystem: "http", Name: "request_duration_seconds",
 			Help:    "Duration of HTTP requests, per route.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}, []string{"route"})), // 0.5ms .. 4s
+		refused: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "rankd", Subsystem: "http", Name: "budget_refusals_total",
+			Help: "Reads refused by the Redis-time budget before any work, per code (overloaded, too_expensive)."}, []string{"code"})),
+		redisTime: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "rankd", Subsystem: "http", Name: "redis_seconds_total",
+			Help: "Redis time of the reads, per route, as the cost model counts it from the commands sent."}, []string{"route"})),
 	}
+	cache := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "rankd", Subsystem: "http", Name: "cache_requests_total",
+		Help: "Board reads per cache result: hit (served from memory), miss (read Redis), coalesced (waited for another request's read)."}, []string{"result"}))
+	m.hit, m.miss, m.coalesced = cache.WithLabelValues("hit"), cache.WithLabelValues("miss"), cache.WithLabelValues("coalesced")
+	m.refused.WithLabelValues(codeOverloaded)
+	m.refused.WithLabelValues(codeTooExpensive)
+	return m
 }
 
 // register registers c on reg, or returns the equal collector reg already

@@ -37,7 +37,8 @@ func (s *server) handleStandings(w http.ResponseWriter, r *http.Request) error {
 		return &apiError{status: http.StatusNotFound, code: codeNotFound, msg: "no sealed standings"}
 	}
 	var body []byte
-	err = s.read(r, false, func(ctx context.Context) error {
+	// one HGET of a stored body
+	err = s.read(r, "standings", false, estimate{c: store.Counts{Commands: 1, Elements: 1}, board: q.b.Name}, func(ctx context.Context) error {
 		var err error
 		body, err = ss.Standings(ctx, q.b.Name, q.dims, q.period)
 		return err

@@ -112,9 +112,11 @@ func TestDenseBudget(t *testing.T) {
 		t.Errorf("member beyond half the budget: rank %d approx %v, %v; want a lower bound of 6", mi.Rank, mi.RankApprox, err)
 	}
 
-	// day: a's previous dense rank is 3 (two better values): the current
-	// walk (none: a is first) leaves it enough
-	mi, err = s.Member(budget(2), "day", nil, "a", "current", dense)
+	// day: a's previous dense rank is 3 (two better values, held by three
+	// members): the current walk (none: a is first) leaves it enough. A
+	// previous-period walk is only started when the members better than
+	// the worst value (or the span of values) fit the budget: three here.
+	mi, err = s.Member(budget(3), "day", nil, "a", "current", dense)
 	if err != nil || mi.PrevRank != 3 || !mi.PrevFound {
 		t.Errorf("member, previous rank within the budget: %+v, %v", mi, err)
 	}

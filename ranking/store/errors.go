@@ -33,3 +33,18 @@ func IsUnavailable(err error) bool {
 	}
 	return false
 }
+
+// IsAuthFailure reports whether err is Redis refusing rankd's credentials
+// or its ACL refusing a command or key: NOAUTH, WRONGPASS, NOPERM. Such a
+// failure lasts until the configuration (or Redis') changes.
+func IsAuthFailure(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, p := range []string{"NOAUTH", "WRONGPASS", "NOPERM"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}

@@ -401,7 +401,7 @@ func (s *Store) Around(ctx context.Context, board string, dims []string, member,
 	case hs != nil && !errors.Is(hs.Err(), redis.Nil):
 		return Page{}, fmt.Errorf("reading %s: %w", v.hashKey(), hs.Err())
 	default:
-		return Page{}, fmt.Errorf("%w: %q on %s", ErrMemberNotFound, member, v.key)
+		return Page{}, fmt.Errorf("%w: %q on board %q", ErrMemberNotFound, member, board)
 	}
 	total := card
 	if outside != nil {

@@ -173,9 +173,45 @@ func (v *view) betterRange(value int64) (lo, hi string) {
 // first, with one walk (dense.lua) of at most the context's budget of steps
 // (see walkCap; DenseWalkCap without a budget). capped reports that the
 // walk stopped before the last value: the ranks it did not reach are lower
-// bounds.
+// bounds. A strict walk (previous-period ranks) first counts the members
+// better than the worst value, and the span of values from the best to it:
+// when both exceed the budget it reports
+// capped without walking (ranks 1, meaningless), so that a refusal costs
+// one O(log n) command.
 func (s *Store) denseRanks(ctx context.Context, v *view, values []int64, strict bool) (ranks []int64, capped bool, err error) {
 	steps, budget := walkCap(ctx, strict)
+	if strict && len(values) > 0 {
+		// Before any walk: the walk passes at most the members strictly
+		// better than the worst value (one ZCOUNT). When they are more
+		// than the budget, the walk might not fit: refuse without walking.
+		// The distinct values are also at most the span from the best
+		// value to the worst target (ties: a few values, many members).
+		worst := values[len(values)-1]
+		lo, hi := v.betterRange(worst)
+		pipe := s.rdb.Pipeline()
+		count := pipe.ZCount(ctx, v.key, lo, hi)
+		best := pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: v.key, Start: 0, Stop: 0, Rev: v.desc()})
+		_, _ = pipe.Exec(ctx) // errors checked per command
+		n, err := count.Result()
+		if err != nil {
+			return nil, false, fmt.Errorf("counting %s: %w", v.key, err)
+		}
+		top, err := best.Result()
+		if err != nil {
+			return nil, false, fmt.Errorf("reading %s: %w", v.key, err)
+		}
+		if len(top) > 0 {
+			bv, _ := v.st.codec.Decode(top[0].Score)
+			n = min(n, max(bv-worst, worst-bv))
+		}
+		if n > steps {
+			ranks = make([]int64, len(values))
+			for i := range ranks {
+				ranks[i] = 1
+			}
+			return ranks, true, nil
+		}
+	}
 	asc := 0
 	if !v.desc() {
 		asc = 1
@@ -193,6 +229,7 @@ func (s *Store) denseRanks(ctx context.Context, v *view, values []int64, strict 
 		return nil, false, fmt.Errorf("dense rank on %s: script returned %v", v.key, res)
 	}
 	budget.spend(res[0])
+	addDense(ctx, res[0])
 	return res[2:], res[1] == 1, nil
 }
 

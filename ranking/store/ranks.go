@@ -170,7 +170,7 @@ func (s *Store) Ranks(ctx context.Context, board string, dims []string, period s
 			return nil, err
 		}
 		if capped {
-			return nil, fmt.Errorf("%w: dense ranks in %s of %s lie beyond the distinct values a read may walk", ErrTooExpensive, v.p.ID, v.key)
+			return nil, fmt.Errorf("%w: dense ranks in %s on board %q lie beyond the distinct values a read may walk", ErrTooExpensive, v.p.ID, board)
 		}
 		for i, x := range values {
 			rank[x] = ranks[i]

@@ -167,6 +167,7 @@ func New(rdb redis.UniversalClient, boards []*ranking.Board, opts ...Option) (*S
 		known: map[string]time.Time{}, rollWait: 30 * time.Second, idle: DefaultIdleTimeout,
 	}
 	_, s.cluster = rdb.(*redis.ClusterClient)
+	addCostHook(rdb)
 	for _, o := range opts {
 		o(s)
 	}

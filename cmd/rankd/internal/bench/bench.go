@@ -54,7 +54,7 @@ const (
 )
 
 // Phases lists the phases in the order they run.
-var Phases = []string{PhaseNaive, PhaseSeed, PhaseRankd, PhaseMemory, PhaseReplay, PhaseLatency, PhaseRollover}
+var Phases = []string{PhaseNaive, PhaseSeed, PhaseRankd, PhaseMemory, PhaseReplay, PhaseLatency, PhaseRollover, PhaseReads}
 
 // CheckEnv is what Options.Check gets.
 type CheckEnv struct {
@@ -100,6 +100,12 @@ type Options struct {
 	LatencyRate float64
 	// PollInterval between two polls of the marker's score; default 1ms.
 	PollInterval time.Duration
+	// ReadClients, ReadRate and ReadDuration configure the reads phase
+	// (reads.go): clients, ingestion events/s, seconds per run; default
+	// 1000, 20,000 and 20s.
+	ReadClients  int
+	ReadRate     float64
+	ReadDuration time.Duration
 	// Skip lists phases not to run (see Phases).
 	Skip []string
 	// CPUProfile, if set, is the file the CPU profile of the rankd drain
@@ -156,6 +162,15 @@ func (o Options) withDefaults() Options {
 	}
 	if o.LatencyDuration == 0 {
 		o.LatencyDuration = 30 * time.Second
+	}
+	if o.ReadClients == 0 {
+		o.ReadClients = 1000
+	}
+	if o.ReadRate == 0 {
+		o.ReadRate = 20_000
+	}
+	if o.ReadDuration == 0 {
+		o.ReadDuration = 20 * time.Second
 	}
 	if o.PollInterval == 0 {
 		o.PollInterval = time.Millisecond
@@ -250,6 +265,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return
 		}},
 		{PhaseRollover, func() (err error) { res.Rollover, err = e.rollover(ctx); return }},
+		{PhaseReads, func() (err error) { res.Reads, err = e.reads(ctx); return }},
 	}
 	for _, s := range steps {
 		if err := run(s.phase, s.f); err != nil {
@@ -260,6 +276,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.Seconds = round(time.Since(began).Seconds(), 1)
 	prog.stop()
 	res.WriteTable(o.Stdout)
+	if res.Reads != nil {
+		res.Reads.Write(o.Stdout)
+	}
 	if o.JSON != "" {
 		if err := res.WriteJSON(o.JSON); err != nil {
 			return res, err

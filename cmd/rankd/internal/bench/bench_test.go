@@ -37,7 +37,7 @@ func TestGivenServers(t *testing.T) {
 	r := startRedis(t)
 	var out bytes.Buffer
 	o := Options{Events: 3000, NaiveEvents: 300, Brokers: []string{b.Addr()}, Redis: r.Addr(), Stdout: &out, Stderr: &out,
-		Skip: []string{PhaseRankd, PhaseMemory, PhaseReplay, PhaseLatency, PhaseRollover}}
+		Skip: []string{PhaseRankd, PhaseMemory, PhaseReplay, PhaseLatency, PhaseRollover, PhaseReads}}
 	res, err := Run(t.Context(), o)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())

@@ -21,6 +21,7 @@ type Result struct {
 	Replay   *Replay   `json:"replay"`
 	Latency  *Latency  `json:"latency"`
 	Rollover *Rollover `json:"rollover"`
+	Reads    *Reads    `json:"reads,omitempty"`
 }
 
 // Machine describes where the benchmark ran.
