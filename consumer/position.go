@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"slices"
 	"fmt"
 	"time"
 
@@ -19,10 +20,13 @@ type rewind struct {
 }
 
 // Assigned implements Positioner: each partition resumes where Redis says
-// it stands. That is behind the committed offset when Redis lost applied
+// it stands when that is behind the committed offset: Redis lost applied
 // writes (a rewind: logged, counted, and exact, because the dedupe keys of
-// the lost writes were lost with them), and ahead of it when batches were
-// applied but not committed. A partition whose offsets were committed but
+// the lost writes were lost with them). Where Redis is ahead (batches
+// applied but not committed), it resumes at the committed offset, as a
+// consumer without positions would: the batches are applied again as
+// duplicates and their dead letters written again (at least once), which
+// a crash between the apply and the dead letters would otherwise lose. A partition whose offsets were committed but
 // of which Redis holds no position, or with the boards' generation
 // pointers gone, is halted: Redis lost everything it knew of it, and only
 // `rankd replay` can rebuild the boards. A partition neither committed nor
@@ -40,6 +44,21 @@ func (s *RankingSink) Assigned(ctx context.Context, as []Assignment) ([]Resume, 
 	if err != nil {
 		return nil, err
 	}
+	// Ahead of the committed offset, the partition is read again from the
+	// committed offset: those batches are applied (their updates are
+	// duplicates now), but their dead letters may not have been written.
+	var ahead []store.Mark
+	for i, a := range as {
+		if off, _ := ps[i].Resume(); intact && ps[i].Exists() && a.Committed >= 0 && off > a.Committed {
+			ahead = append(ahead, store.Mark{Topic: a.Topic, Partition: a.Partition, Offset: a.Committed})
+		}
+	}
+	var times []time.Time
+	if len(ahead) > 0 {
+		if times, err = s.store.StreamTimes(ctx, ahead); err != nil {
+			return nil, fmt.Errorf("reading stream times: %w", err)
+		}
+	}
 	out := make([]Resume, len(as))
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -47,6 +66,7 @@ func (s *RankingSink) Assigned(ctx context.Context, as []Assignment) ([]Resume, 
 		k := partitionKey{a.Topic, a.Partition}
 		p := ps[i]
 		committed := a.Committed >= 0
+		off, tm := p.Resume()
 		switch {
 		case !intact:
 			out[i].Halt = "redis lost the boards' generation pointers (its gens hash): rebuild the boards with rankd replay"
@@ -55,8 +75,11 @@ func (s *RankingSink) Assigned(ctx context.Context, as []Assignment) ([]Resume, 
 		case !p.Exists():
 			s.stream[k] = streamPos{next: -1}
 			out[i].Offset = a.Committed
+		case committed && off > a.Committed:
+			j := slices.IndexFunc(ahead, func(m store.Mark) bool { return m.Topic == a.Topic && m.Partition == a.Partition })
+			s.stream[k] = streamPos{next: a.Committed, time: times[j], record: p.Record}
+			out[i].Offset = a.Committed
 		default:
-			off, tm := p.Resume()
 			s.stream[k] = streamPos{next: off, time: tm, record: p.Record}
 			out[i].Offset = off
 			if committed && off < a.Committed {
@@ -87,10 +110,10 @@ func (s *RankingSink) lost(k partitionKey, from, until int64, why string) {
 }
 
 // reposition turns the store's refusal into a RepositionError: each
-// partition whose record differs resumes where Redis says (behind the
-// batch: Redis lost writes; ahead: another consumer applied them), and a
-// partition Redis forgot, or every partition when the generation pointers
-// are gone, halts.
+// partition whose record is behind the batch resumes where Redis says
+// (Redis lost writes), one whose record is at or ahead of its start is
+// retried from its start with that record, and a partition Redis forgot,
+// or every partition when the generation pointers are gone, halts.
 func (s *RankingSink) reposition(pe *store.PositionError, spans []store.Span) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -116,13 +139,16 @@ func (s *RankingSink) reposition(pe *store.PositionError, spans []store.Span) er
 			continue
 		}
 		off, tm := p.Resume()
+		if off >= sp.From {
+			// The same start (a call of an earlier attempt), or ahead
+			// (another consumer applied further): the batch is applied
+			// again from its start, expecting Redis's record; what was
+			// applied is a duplicate, and its dead letters are written.
+			s.stream[k] = streamPos{next: sp.From, time: sp.FromTime, record: p.Record}
+			continue
+		}
 		s.stream[k] = streamPos{next: off, time: tm, record: p.Record}
-		if off == sp.From {
-			continue // the same start, another record (a call of an earlier attempt): retry as it is
-		}
-		if off < sp.From {
-			s.lost(k, off, sp.From, "redis holds "+p.String())
-		}
+		s.lost(k, off, sp.From, "redis holds "+p.String())
 		re.Moves = append(re.Moves, Move{Topic: sp.Topic, Partition: sp.Partition, Offset: off})
 	}
 	if len(re.Moves) == 0 {
