@@ -2,8 +2,8 @@ package consumer
 
 import (
 	"context"
-	"slices"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/rankd/rankd/ranking/store"
