@@ -80,6 +80,15 @@ type Rebuild struct {
 	Observer RebuildObserver
 }
 
+// RebuildLockObserver is what a RebuildObserver may also implement to be
+// told about the replay lock: LockWaiting once when Run finds another
+// rebuild's lock and waits for it (until deadline, Rebuild.LockWait), and
+// LockTaken when Run holds the lock.
+type RebuildLockObserver interface {
+	LockWaiting(deadline time.Time)
+	LockTaken()
+}
+
 // RebuildObserver follows a Rebuild. Progress may be called from several
 // goroutines at once; no method may block for long.
 type RebuildObserver interface {
@@ -160,13 +169,21 @@ func (r *Rebuild) Run(ctx context.Context, st *store.Store) (RebuildResult, erro
 	// The lock: taken now, renewed while the rebuild runs; losing it stops
 	// the rebuild before it can switch.
 	token := newReplayToken()
-	for deadline := time.Now().Add(r.LockWait); ; {
+	lo, _ := r.Observer.(RebuildLockObserver)
+	for deadline, waiting := time.Now().Add(r.LockWait), false; ; {
 		err := st.LockReplay(ctx, token, r.LockTTL)
 		if err == nil {
+			if lo != nil {
+				lo.LockTaken()
+			}
 			break
 		}
 		if !errors.Is(err, store.ErrReplayLock) || time.Now().After(deadline) {
 			return RebuildResult{}, err
+		}
+		if lo != nil && !waiting {
+			lo.LockWaiting(deadline)
+			waiting = true
 		}
 		if !sleep(ctx, 200*time.Millisecond) {
 			return RebuildResult{}, ctx.Err()
