@@ -83,7 +83,7 @@ type Rebuild struct {
 // RebuildLockObserver is what a RebuildObserver may also implement to be
 // told about the replay lock: LockWaiting once when Run finds another
 // rebuild's lock and waits for it (until deadline, Rebuild.LockWait), and
-// LockTaken when Run holds the lock.
+// LockTaken when Run holds the lock after that wait.
 type RebuildLockObserver interface {
 	LockWaiting(deadline time.Time)
 	LockTaken()
@@ -173,7 +173,7 @@ func (r *Rebuild) Run(ctx context.Context, st *store.Store) (RebuildResult, erro
 	for deadline, waiting := time.Now().Add(r.LockWait), false; ; {
 		err := st.LockReplay(ctx, token, r.LockTTL)
 		if err == nil {
-			if lo != nil {
+			if lo != nil && waiting {
 				lo.LockTaken()
 			}
 			break

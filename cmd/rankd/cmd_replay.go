@@ -179,7 +179,7 @@ func replayCmdFlags(fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		waited := view.waited(start)
+		waited := view.waited()
 		replaySummary(stdout, res, time.Since(start)-waited, waited, false, fmt.Sprintf("switched to generation %d; %d keys of old generations deleted", res.Generation, res.Deleted))
 		return nil
 	}
@@ -233,7 +233,7 @@ type replayProgress struct {
 	stdout io.Writer
 	log    *slog.Logger
 
-	locked time.Time // when the lock was taken after a wait
+	waiting, locked time.Time // when the wait for the lock began, and ended
 
 	topics []string
 	totals map[string]int64
@@ -260,6 +260,9 @@ func newReplayProgress(ctx context.Context, mode string, stdout, stderr io.Write
 // LockWaiting says that another replay holds the lock, and until when
 // this one waits for it (--lock-wait).
 func (v *replayProgress) LockWaiting(deadline time.Time) {
+	v.mu.Lock()
+	v.waiting = time.Now()
+	v.mu.Unlock()
 	fmt.Fprintf(v.stderr, "replay: another replay holds the lock; waiting for it until %s (--lock-wait; a killed replay's lock expires after its --lock-ttl)\n",
 		deadline.Format("15:04:05"))
 }
@@ -271,15 +274,15 @@ func (v *replayProgress) LockTaken() {
 	v.locked = time.Now()
 }
 
-// waited returns how long the replay started at start waited for the
-// lock (0: it took it at once).
-func (v *replayProgress) waited(start time.Time) time.Duration {
+// waited returns how long the replay waited for the lock (0: it took it
+// at once).
+func (v *replayProgress) waited() time.Duration {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.locked.IsZero() {
 		return 0
 	}
-	return v.locked.Sub(start)
+	return v.locked.Sub(v.waiting)
 }
 
 func (v *replayProgress) Planned(ranges []consumer.PartitionRange) {
