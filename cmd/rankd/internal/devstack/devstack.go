@@ -151,6 +151,17 @@ func Run(ctx context.Context, o Options) error {
 		},
 	}
 
+	configNote := ""
+	if o.ConfigOut != "" {
+		configNote = " · config " + o.ConfigOut
+	}
+	v.tuiBanner = []string{
+		fmt.Sprintf("rankd dev · kafka %s · redis %s · %s", strings.Join(broker.Addrs(), ","), rds.Addr, rateText),
+		fmt.Sprintf("  %s/            boards page", base),
+		fmt.Sprintf("  %s/v1/boards   JSON API", base),
+		fmt.Sprintf("  %s/metrics     metrics%s", base, configNote),
+	}
+
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return app.Run(gctx, ln) })
 	g.Go(func() error {
