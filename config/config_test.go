@@ -141,7 +141,7 @@ func TestBrokenConfigs(t *testing.T) {
 		{"sort too wide", "every: 1d", "every: 1d\n    aggregate: max\n    tiebreak: first\n    sort:\n      - {field: a, bits: 30}\n      - {field: b, bits: 10, order: asc}",
 			`t.yaml:9:7: boards[0].sort: sort key needs 30+10=40 bits plus 17 tie bits, only 53 fit in a double`},
 		{"rolling max", "every: 1d", "every: 1d\n    window: rolling\n    periods: 7\n    aggregate: max", `t.yaml:8:16: boards[0].aggregate: a rolling board must use aggregate sum, got max`},
-		{"rolling without periods", "every: 1d", "every: 1d\n    window: rolling", `t.yaml:4:5: boards[0].periods: a rolling board needs periods >= 1, got 0`},
+		{"rolling without periods", "every: 1d", "every: 1d\n    window: rolling", `t.yaml:6:13: boards[0].periods: board "b" is rolling but has no periods: add "periods: N" to it, for a window of the last N periods of every (e.g. every: 1d with periods: 7 for the last 7 days)`},
 		{"periodic without every", "every: 1d", "window: periodic", `t.yaml:4:5: boards[0].every: a periodic board needs every`},
 		{"total with every", "every: 1d", "every: 1d\n    window: total", `t.yaml:5:12: boards[0].every: every is only for periodic and rolling boards`},
 		{"keep_top lowering", "every: 1d", "every: 1d\n    aggregate: last\n    keep_top: 10", `t.yaml:7:15: boards[0].keep_top: keep_top needs updates that never lower a member`},
@@ -369,17 +369,17 @@ func TestEveryErrorOfABoard(t *testing.T) {
 			`t.yaml:9:14: routes[0].boards[0]: unknown board "b"`,
 		}},
 		{"rolling without periods", "every: 1d", "every: 1d\n    window: rolling", []string{
-			`t.yaml:4:5: boards[0].periods: a rolling board needs periods >= 1, got 0`,
+			`t.yaml:6:13: boards[0].periods: board "b" is rolling but has no periods: add "periods: N" to it, for a window of the last N periods of every (e.g. every: 1d with periods: 7 for the last 7 days)`,
 		}},
 		{"rolling without periods nor every", "every: 1d", "window: rolling", []string{
-			`t.yaml:4:5: boards[0].periods: a rolling board needs periods >= 1, got 0`,
 			`t.yaml:4:5: boards[0].every: a rolling board needs every (30m, 1h, ..., 1d, 1w, 1mo)`,
+			`t.yaml:5:13: boards[0].periods: board "b" is rolling but has no periods: add "periods: N" to it, for a window of the last N periods of every (e.g. every: 1d with periods: 7 for the last 7 days)`,
 		}},
 		{"periodic without every", "every: 1d", "window: periodic", []string{
 			`t.yaml:4:5: boards[0].every: a periodic board needs every (30m, 1h, ..., 1d, 1w, 1mo)`,
 		}},
 		{"rolling without periods, sort too wide", "every: 1d", "every: 1d\n    window: rolling\n    sort:\n      - {field: a, bits: 30}\n      - {field: c, bits: 30}", []string{
-			`t.yaml:4:5: boards[0].periods: a rolling board needs periods >= 1, got 0`,
+			`t.yaml:6:13: boards[0].periods: board "b" is rolling but has no periods: add "periods: N" to it, for a window of the last N periods of every (e.g. every: 1d with periods: 7 for the last 7 days)`,
 			`t.yaml:8:7: boards[0].sort: multi-factor sort needs aggregate max, min or last, not sum`,
 		}},
 	} {
@@ -439,5 +439,18 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSharedLineReportedOnce: an error in a line that several boards take
+// (a merge key) is reported once, naming the other boards' fields.
+func TestSharedLineReportedOnce(t *testing.T) {
+	src := strings.Replace(string(Example()), "\n  timezone: Asia/Shanghai\n", "\n  timezone: Asia/Shangai\n", 1)
+	line := 2 + strings.Count(src[:strings.Index(src, "\n  timezone: Asia/Shangai\n")], "\n")
+	_, err := LoadBytes("t.yaml", []byte(src))
+	want := fmt.Sprintf("t.yaml:%d:13: ", line) + `boards[0].timezone: unknown time zone "Asia/Shangai" (want an IANA name such as UTC or Asia/Shanghai); ` +
+		`also boards[1].timezone, boards[2].timezone, boards[4].timezone, boards[5].timezone, boards[6].timezone, which take this line`
+	if err == nil || err.Error() != want {
+		t.Errorf("error\n got %v\nwant %s", err, want)
 	}
 }

@@ -131,6 +131,15 @@ func (l *loader) addParseError(data []byte, err error) {
 			e.Line, e.Column = line, col
 		}
 	}
+	if e.Line > 0 {
+		lines := strings.Split(string(data), "\n")
+		if e.Line <= len(lines) {
+			text := lines[e.Line-1]
+			if indent := text[:len(text)-len(strings.TrimLeft(text, " \t"))]; strings.Contains(indent, "\t") {
+				e.Msg += " (this line is indented with a tab: YAML indents with spaces only)"
+			}
+		}
+	}
 	l.errs = append(l.errs, e)
 }
 
@@ -193,11 +202,48 @@ func (l *loader) err() error {
 	slices.SortStableFunc(l.errs, func(a, b *Error) int {
 		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
 	})
-	errs := make([]error, len(l.errs))
-	for i, e := range l.errs {
-		errs[i] = e
+	var errs []error
+	for _, e := range mergeShared(l.errs) {
+		errs = append(errs, e)
 	}
 	return errors.Join(errs...)
+}
+
+// index matches the list indexes of a field path.
+var index = regexp.MustCompile(`\[\d+\]`)
+
+// mergeShared reports once an error that several fields share because
+// they take one line of the file (a YAML merge key or alias, "<<:
+// *shanghai" in several boards): the first such field's error names the
+// others. errs are sorted by position.
+func mergeShared(errs []*Error) []*Error {
+	var out []*Error
+	var others [][]string
+	for _, e := range errs {
+		merged := false
+		if e.Line > 0 {
+			for i, o := range out {
+				if o.Line == e.Line && o.Column == e.Column && o.Msg == e.Msg && o.Field != e.Field &&
+					index.ReplaceAllString(o.Field, "[]") == index.ReplaceAllString(e.Field, "[]") {
+					others[i] = append(others[i], e.Field)
+					merged = true
+					break
+				}
+			}
+		}
+		if !merged {
+			out = append(out, e)
+			others = append(others, nil)
+		}
+	}
+	for i, o := range others {
+		if len(o) > 0 {
+			e := *out[i]
+			e.Msg += "; also " + strings.Join(o, ", ") + ", which take this line"
+			out[i] = &e
+		}
+	}
+	return out
 }
 
 // at returns the position of path, or of its nearest recorded parent.

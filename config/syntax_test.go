@@ -10,7 +10,8 @@ func TestSyntaxErrorPositions(t *testing.T) {
 	for _, tt := range []struct {
 		name, src, want string
 	}{
-		{"tab indent", "kafka:\n\tbrokers: [a]\n", "t.yaml:2:1: found character that cannot start any token"},
+		{"tab indent", "kafka:\n\tbrokers: [a]\n", "t.yaml:2:1: found character that cannot start any token (this line is indented with a tab: YAML indents with spaces only)"},
+		{"tab after spaces", "boards:\n  - name: a\n  \t every: 1d\n", "t.yaml:3:3: found a tab character that violates indentation (this line is indented with a tab: YAML indents with spaces only)"},
 		{"mapping value in a scalar", "kafka:\n  brokers: a: b\n", "t.yaml:2:13: mapping values are not allowed in this context"},
 		{"unclosed quote", "kafka:\n  brokers: \"abc\nredis: {}\n", "t.yaml:2:12: found unexpected end of stream"},
 		{"unclosed single quote", "a: 'x\nb: 2\n", "t.yaml:1:4: found unexpected end of stream"},

@@ -189,7 +189,22 @@ func (l *loader) validateBoard(b *ranking.Board, p string) {
 	if !written("window") && written("every") {
 		b.Window = ranking.WindowPeriodic
 	}
-	l.boardErrors(p, b.ValidateWritten(written))
+	err := b.ValidateWritten(written)
+	if b.Window == ranking.WindowRolling && !written("periods") {
+		// Said here rather than as the model's "periods >= 1, got 0" at
+		// the board's first line: no periods key was written at all.
+		var rest []error
+		for _, e := range unjoin(err) {
+			if be, ok := e.(*ranking.BoardError); !ok || be.Setting != "periods" {
+				rest = append(rest, e)
+			}
+		}
+		err = errors.Join(rest...)
+		at := l.at(p + ".window")
+		l.errs = append(l.errs, &Error{File: l.file, Line: at.line, Column: at.col, Field: p + ".periods",
+			Msg: fmt.Sprintf("board %q is rolling but has no periods: add \"periods: N\" to it, for a window of the last N periods of every (e.g. every: 1d with periods: 7 for the last 7 days)", b.Name)})
+	}
+	l.boardErrors(p, err)
 	b.Normalize()
 }
 

@@ -158,7 +158,7 @@ type logFlags struct {
 }
 
 func (l *logFlags) register(fs *pflag.FlagSet, format, level string) {
-	fs.StringVar(&l.format, "log-format", format, "`format` of the logs on stderr: json or text")
+	fs.StringVar(&l.format, "log-format", format, "`format` of the logs on stderr: json or text (rankd run logs json by default, the other commands text)")
 	fs.StringVar(&l.level, "log-level", level, "lowest `level` logged: debug, info, warn or error")
 }
 

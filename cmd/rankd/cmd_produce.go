@@ -29,7 +29,13 @@ reproducible runs. Messages are keyed by anchor id.
 
 With --file, every line is one message: a JSON object goes to the topic in
 its "topic" field (else --topic) keyed by --key-field; any other line goes
-as is to --topic. "-" reads stdin.
+as is to --topic. "-" reads stdin. --restamp moves the "ts" of every line
+by one offset so that the latest is now (the gaps stay): a file of past
+events then feeds the current periods instead of being dead-lettered as
+late. Ids stay: a second run of the same file is deduplicated.
+
+--rate (1000 events/s by default) paces both; when it holds events back,
+a line says so (--rate 0: as fast as possible).
 
 Without --count or --duration it runs until interrupted. It ends with one
 line: events sent, duration, events/s.`
@@ -50,6 +56,7 @@ func produceFlags(fs *pflag.FlagSet) runFunc {
 	file := fs.String("file", "", "send the JSON lines of this `file` instead of the workload (\"-\": stdin)")
 	topic := fs.String("topic", "", "--file: topic of lines without a \"topic\" field")
 	keyField := fs.String("key-field", "anchor_id", "--file: JSON field whose value is the message key")
+	restamp := fs.Bool("restamp", false, "--file: move every line's \"ts\" by one offset so that the latest is now")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if !fs.Changed("brokers") {
 			*brokers = os.Getenv("RANKD_KAFKA_BROKERS")
@@ -66,6 +73,9 @@ func produceFlags(fs *pflag.FlagSet) runFunc {
 		}
 
 		var src produce.Source
+		if *restamp && *file == "" {
+			return usagef("--restamp: only with --file")
+		}
 		if *file != "" {
 			r := io.Reader(os.Stdin)
 			if *file != "-" {
@@ -75,6 +85,15 @@ func produceFlags(fs *pflag.FlagSet) runFunc {
 				}
 				defer f.Close()
 				r = f
+			}
+			if *restamp {
+				var shift time.Duration
+				var n int
+				var err error
+				if r, shift, n, err = produce.Restamp(r, "ts", time.Now()); err != nil {
+					return usagef("--file %s: --restamp: %v", *file, err)
+				}
+				fmt.Fprintf(stderr, "rankd produce: --restamp: ts of %d events moved by %s (the latest is now)\n", n, shift.Round(time.Millisecond))
 			}
 			src = produce.FileSource(r, *topic, *keyField)
 		} else {
@@ -97,7 +116,11 @@ func produceFlags(fs *pflag.FlagSet) runFunc {
 			src = workloadSource(w)
 		}
 
-		res, err := produce.Run(ctx, brokerList, src, produce.Options{Rate: *rate, Count: *count, Duration: *duration}, stderr)
+		opts := produce.Options{Rate: *rate, Count: *count, Duration: *duration}
+		opts.Throttled = func() {
+			fmt.Fprintf(stderr, "rankd produce: throttled to --rate %g events/s (--rate 0: as fast as possible)\n", *rate)
+		}
+		res, err := produce.Run(ctx, brokerList, src, opts, stderr)
 		fmt.Fprintln(stdout, res)
 		return err
 	}

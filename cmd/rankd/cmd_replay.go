@@ -167,7 +167,7 @@ func replayCmdFlags(fs *pflag.FlagSet) runFunc {
 			if err != nil {
 				return err
 			}
-			replaySummary(stdout, res, time.Since(start), "dry run: nothing written (out_of_range needs the boards and is not judged)")
+			replaySummary(stdout, res, time.Since(start), 0, true, "dry run: nothing written (out_of_range needs the boards and is not judged)")
 			return nil
 		}
 		rdb := assembly.NewRedis(cfg.Redis)
@@ -180,7 +180,8 @@ func replayCmdFlags(fs *pflag.FlagSet) runFunc {
 		if err != nil {
 			return err
 		}
-		replaySummary(stdout, res, time.Since(start), fmt.Sprintf("switched to generation %d; %d keys of old generations deleted", res.Generation, res.Deleted))
+		waited := view.waited()
+		replaySummary(stdout, res, time.Since(start)-waited, waited, false, fmt.Sprintf("switched to generation %d; %d keys of old generations deleted", res.Generation, res.Deleted))
 		return nil
 	}
 }
@@ -233,6 +234,8 @@ type replayProgress struct {
 	stdout io.Writer
 	log    *slog.Logger
 
+	waiting, locked time.Time // when the wait for the lock began, and ended
+
 	topics []string
 	totals map[string]int64
 	mu     sync.Mutex
@@ -253,6 +256,34 @@ func newReplayProgress(ctx context.Context, mode string, stdout, stderr io.Write
 		}
 	}
 	return &replayProgress{ctx: ctx, mode: mode, stdout: stdout, stderr: stderr, log: log}
+}
+
+// LockWaiting says that another replay holds the lock, and until when
+// this one waits for it (--lock-wait).
+func (v *replayProgress) LockWaiting(deadline time.Time) {
+	v.mu.Lock()
+	v.waiting = time.Now()
+	v.mu.Unlock()
+	fmt.Fprintf(v.stderr, "replay: another replay holds the lock; waiting for it until %s (--lock-wait; a killed replay's lock expires after its --lock-ttl)\n",
+		deadline.Format("15:04:05"))
+}
+
+// LockTaken notes when the lock was taken after a wait.
+func (v *replayProgress) LockTaken() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.locked = time.Now()
+}
+
+// waited returns how long the replay waited for the lock (0: it took it
+// at once).
+func (v *replayProgress) waited() time.Duration {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.locked.IsZero() {
+		return 0
+	}
+	return v.locked.Sub(v.waiting)
 }
 
 func (v *replayProgress) Planned(ranges []replay.Range) {
@@ -339,14 +370,27 @@ func (v *replayProgress) logLoop() {
 	}
 }
 
-// replaySummary prints the outcome of a replay.
-func replaySummary(w io.Writer, res replay.Result, d time.Duration, outcome string) {
+// replaySummary prints the outcome of a replay that took d after waiting
+// for the lock (not included in d); a dry run applied nothing.
+func replaySummary(w io.Writer, res replay.Result, d, waited time.Duration, dryRun bool, outcome string) {
 	st := res.Stats
 	rate := float64(st.Messages) / res.ReplayTime.Seconds()
-	fmt.Fprintf(w, "replay: %s in %s\n", outcome, d.Round(time.Millisecond))
-	fmt.Fprintf(w, "  messages %d (%.0f/s over the %s of reading and applying; %d more read before --from for stream times)\n",
-		st.Messages, rate, res.ReplayTime.Round(time.Millisecond), st.Observed)
-	fmt.Fprintf(w, "  board updates applied %d, duplicate messages %d\n", res.Applied, res.Duplicates)
+	wait := ""
+	if waited > 0 {
+		wait = fmt.Sprintf(" (after waiting %s for the lock)", waited.Round(time.Millisecond))
+	}
+	fmt.Fprintf(w, "replay: %s in %s%s\n", outcome, d.Round(time.Millisecond), wait)
+	verb := "reading and applying"
+	if dryRun {
+		verb = "reading and judging"
+	}
+	fmt.Fprintf(w, "  messages %d (%.0f/s over the %s of %s; %d more read before --from for stream times)\n",
+		st.Messages, rate, res.ReplayTime.Round(time.Millisecond), verb, st.Observed)
+	if dryRun {
+		fmt.Fprintf(w, "  board updates that would be applied %d, duplicate messages %d\n", res.Applied, res.Duplicates)
+	} else {
+		fmt.Fprintf(w, "  board updates applied %d, duplicate messages %d\n", res.Applied, res.Duplicates)
+	}
 	var reasons []string
 	for reason := range st.DeadLetters {
 		reasons = append(reasons, reason)

@@ -16,6 +16,9 @@ HTTP API on http.listen: the JSON API and HTML page at / and /v1/...,
 Prometheus metrics at /metrics, liveness at /healthz and readiness (group
 joined, Redis answering) at /readyz.
 
+--http overrides http.listen (and $RANKD_HTTP_LISTEN). Logs go to stderr
+as JSON (--log-format text for text; the other commands log text).
+
 SIGINT or SIGTERM stops it cleanly: it stops fetching, applies and commits
 the batch in hand (within --shutdown-timeout), drains HTTP requests, then
 closes Redis. The environment overrides addresses and secrets of the file:
@@ -31,10 +34,11 @@ stops it with an error naming the setting (exit 1); a server that is down
 does not (it retries, and /readyz says not ready).`
 
 // runSpec is `rankd run`.
-var runSpec = spec{use: "run --config FILE [flags]", short: "consume events, apply them to the boards, serve the HTTP API", long: runHelp, flags: runFlags}
+var runSpec = spec{use: "run --config FILE [--http ADDR] [flags]", short: "consume events, apply them to the boards, serve the HTTP API", long: runHelp, flags: runFlags}
 
 func runFlags(fs *pflag.FlagSet) runFunc {
 	cfgFlag := fs.String("config", "", "config `file` (default $RANKD_CONFIG)")
+	httpFlag := fs.String("http", "", "`address` of the HTTP API, page, metrics and health, e.g. 127.0.0.1:8081 (default: http.listen, or $RANKD_HTTP_LISTEN)")
 	var lf logFlags
 	lf.register(fs, "json", "info")
 	var tune assembly.Tuning
@@ -50,6 +54,9 @@ func runFlags(fs *pflag.FlagSet) runFunc {
 		cfg, log, path, err := setup(*cfgFlag, &lf, stderr)
 		if err != nil {
 			return err
+		}
+		if *httpFlag != "" {
+			cfg.HTTP.Listen = *httpFlag
 		}
 		s, err := assembly.New(cfg, log, tune)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -17,9 +18,14 @@ time and the Go version, from the build information in the binary:
 
   rankd v1.4.0 (revision 6f62ca2d1e4b3c2a19f8e7d6c5b4a39281706f5e, 2026-11-21T13:40:00Z, go1.26.0)
 
-A binary built from a checkout with "go build" has the version "devel";
-"go install module@version" stamps the module version. "rankd --version"
-is the same.`
+"go build" and "go install" in a git checkout stamp the module's
+pseudo-version (v0.0.0-TIME-REVISION, +dirty for a modified tree), and
+"go install module@version" the version itself. A build that has the
+revision but no module version (Go before 1.24) shows the pseudo-version
+made of the commit time and revision; "devel" is left for a build with
+neither (go run, -buildvcs=false, a git worktree).
+
+"rankd --version" is the same.`
 
 // versionSpec is `rankd version`.
 var versionSpec = spec{use: "version", short: "print the version and the VCS revision rankd was built from", long: versionHelp, flags: versionFlags}
@@ -44,13 +50,13 @@ func versionString(bi *debug.BuildInfo, ok bool) string {
 	if !ok || bi == nil {
 		return "rankd devel (revision unknown, no build information)"
 	}
-	version := bi.Main.Version
-	if version == "" || version == "(devel)" {
-		version = "devel"
-	}
 	settings := map[string]string{}
 	for _, s := range bi.Settings {
 		settings[s.Key] = s.Value
+	}
+	version := bi.Main.Version
+	if version == "" || version == "(devel)" {
+		version = pseudoVersion(settings["vcs.revision"], settings["vcs.time"], settings["vcs.modified"] == "true")
 	}
 	parts := []string{"revision unknown"}
 	if rev := settings["vcs.revision"]; rev != "" {
@@ -64,4 +70,19 @@ func versionString(bi *debug.BuildInfo, ok bool) string {
 	}
 	parts = append(parts, bi.GoVersion)
 	return fmt.Sprintf("rankd %s (%s)", version, strings.Join(parts, ", "))
+}
+
+// pseudoVersion returns the module pseudo-version of an untagged commit,
+// as the go command stamps it (v0.0.0-yyyymmddhhmmss-abcdefabcdef, with
+// +dirty for a modified tree), or "devel" without a revision and time.
+func pseudoVersion(revision, commitTime string, modified bool) string {
+	t, err := time.Parse(time.RFC3339, commitTime)
+	if len(revision) < 12 || err != nil {
+		return "devel"
+	}
+	v := "v0.0.0-" + t.UTC().Format("20060102150405") + "-" + revision[:12]
+	if modified {
+		v += "+dirty"
+	}
+	return v
 }

@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rankd/rankd/config"
 )
 
 // testDev is the `rankd dev` smoke test: start it, wait for the API, see
@@ -32,7 +35,9 @@ func devSmoke(t *testing.T, bin, path, wantRedis string) {
 	}
 	base := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	start := time.Now()
-	p := startRankd(t, bin, cleanEnv(path), "dev", "--http", strings.TrimPrefix(base, "http://"), "--rate", "500", "--no-tui")
+	devConfig := filepath.Join(t.TempDir(), "rankd-dev.yaml")
+	p := startRankd(t, bin, cleanEnv(path), "dev", "--http", strings.TrimPrefix(base, "http://"), "--kafka", "127.0.0.1:0",
+		"--write-config", devConfig, "--rate", "500", "--no-tui")
 
 	p.waitHTTP(60*time.Second, base+"/readyz", func(code int, _ []byte) bool { return code == 200 })
 	t.Logf("ready after %v", time.Since(start).Round(time.Millisecond))
@@ -53,11 +58,28 @@ func devSmoke(t *testing.T, bin, path, wantRedis string) {
 		}
 	}
 	p.waitHTTP(10*time.Second, base+"/healthz", func(code int, _ []byte) bool { return code == 200 })
+	// The written config is the one dev runs: its addresses are dev's.
+	cfg, err := config.Load(devConfig)
+	if err != nil {
+		t.Fatalf("the config dev wrote: %v", err)
+	}
+	out := p.out.String()
+	for _, addr := range []string{"kfake (in process) on " + cfg.Kafka.Brokers[0] + ",", " on " + cfg.Redis.Addr + "\n"} {
+		if !strings.Contains(out, addr) {
+			t.Errorf("%s: the banner has no %q:\n%s", devConfig, addr, out)
+		}
+	}
+	if cfg.HTTP.Listen != strings.TrimPrefix(base, "http://") {
+		t.Errorf("%s: http.listen %q, want %q", devConfig, cfg.HTTP.Listen, strings.TrimPrefix(base, "http://"))
+	}
 
 	if code := p.interrupt(10 * time.Second); code != 0 {
 		t.Fatalf("rankd dev exited %d after SIGINT, want 0; output:\n%s", code, p.out.tail(40))
 	}
-	out := p.out.String()
+	if _, err := os.Stat(devConfig); !os.IsNotExist(err) {
+		t.Errorf("%s left behind (stat: %v)", devConfig, err)
+	}
+	out = p.out.String()
 	if !strings.Contains(out, "redis  "+wantRedis) {
 		t.Errorf("banner does not name %s as the Redis:\n%s", wantRedis, out)
 	}

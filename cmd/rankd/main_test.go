@@ -64,8 +64,14 @@ type proc struct {
 // runs.
 func startRankd(t *testing.T, bin string, env []string, args ...string) *proc {
 	t.Helper()
+	return startRankdIn(t, "", bin, env, args...)
+}
+
+// startRankdIn is startRankd in the working directory dir ("": this one).
+func startRankdIn(t *testing.T, dir, bin string, env []string, args ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = env
+	cmd.Dir, cmd.Env = dir, env
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	detach(cmd) // dies with the test binary

@@ -177,6 +177,9 @@ func testReplay(t *testing.T, bin string) {
 	if got := dryRunCount(out, "late"); got != len(late) {
 		t.Fatalf("dry run: %d late messages, want %d:\n%s", got, len(late), out)
 	}
+	if strings.Contains(out, "updates applied") || !strings.Contains(out, "  board updates that would be applied ") {
+		t.Errorf("the dry run's summary says it applied updates:\n%s", out)
+	}
 
 	// (d) a replay into (a)'s prefix while (a) runs and the producer keeps
 	// sending; three replays are killed first.
@@ -240,6 +243,12 @@ func testReplay(t *testing.T, bin string) {
 		t.Fatalf("replay: %v\n%s", p.err, p.out.tail(40))
 	}
 	t.Logf("replay output:\n%s", p.out.tail(20))
+	// A replay that found a killed one's lock says so while it waits, and
+	// its summary's time leaves the wait out.
+	if waitedLine, waitedSummary := strings.Contains(p.out.String(), "replay: another replay holds the lock; waiting for it until "),
+		regexp.MustCompile(`replay: switched to generation \d+; \d+ keys of old generations deleted in \S+ \(after waiting \S+ for the lock\)\n`).MatchString(p.out.String()); waitedLine != waitedSummary {
+		t.Errorf("waiting line %v, but summary with the wait %v:\n%s", waitedLine, waitedSummary, p.out.tail(20))
+	}
 	if err := <-bg; err != nil {
 		t.Fatal(err)
 	}

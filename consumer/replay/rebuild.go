@@ -81,6 +81,15 @@ type Rebuild struct {
 	Observer Observer
 }
 
+// LockObserver is what an Observer may also implement to be told about
+// the replay lock: LockWaiting once when Run finds another rebuild's lock
+// and waits for it (until deadline, Rebuild.LockWait), and LockTaken when
+// Run holds the lock after that wait.
+type LockObserver interface {
+	LockWaiting(deadline time.Time)
+	LockTaken()
+}
+
 // Observer follows a Rebuild. Progress may be called from several
 // goroutines at once; no method may block for long.
 type Observer interface {
@@ -207,13 +216,21 @@ func (r *Rebuild) Run(ctx context.Context, st *store.Store) (Result, error) {
 // lock takes the replay lock for token, waiting up to LockWait for
 // another replay's.
 func (r *Rebuild) lock(ctx context.Context, st *store.Store, token string) error {
-	for deadline := time.Now().Add(r.LockWait); ; {
+	lo, _ := r.Observer.(LockObserver)
+	for deadline, waiting := time.Now().Add(r.LockWait), false; ; {
 		err := st.LockReplay(ctx, token, r.LockTTL)
 		if err == nil {
+			if lo != nil && waiting {
+				lo.LockTaken()
+			}
 			return nil
 		}
 		if !errors.Is(err, store.ErrReplayLock) || time.Now().After(deadline) {
 			return err
+		}
+		if lo != nil && !waiting {
+			lo.LockWaiting(deadline)
+			waiting = true
 		}
 		if !consumer.Sleep(ctx, 200*time.Millisecond) {
 			return ctx.Err()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -18,15 +19,31 @@ import (
 // The servers `rankd dev` embeds: a Kafka-protocol broker (kfake, in
 // process) and a Redis (redis-server from PATH, else miniredis in process).
 
-// broker is an in-process single-broker kfake cluster on a free
-// loopback port with topics created, in memory only.
+// broker is an in-process single-broker kfake cluster with topics
+// created, in memory only.
 type broker struct {
 	cluster *kfake.Cluster
 }
 
-func startBroker(partitions int, topics ...string) (*broker, error) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), topics...))
+// startBroker starts the broker listening on addr (host:port; port 0: a
+// free one), which is also the address it advertises.
+func startBroker(addr string, partitions int, topics ...string) (*broker, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		return nil, fmt.Errorf("kafka listen: %w (a Kafka or another rankd dev running? try --kafka 127.0.0.1:0 for any free port)", err)
+	}
+	listen := func(string, string) (net.Listener, error) {
+		if l := ln; l != nil {
+			ln = nil
+			return l, nil
+		}
+		return nil, errors.New("the embedded broker listens once")
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ListenFn(listen), kfake.SeedTopics(int32(partitions), topics...))
+	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
 		return nil, fmt.Errorf("starting the embedded broker: %w", err)
 	}
 	return &broker{cluster: c}, nil

@@ -80,7 +80,7 @@ func checkRedis(t *testing.T, kind string) *redisServer {
 
 // TestBroker starts the embedded broker with its topics and writes to one.
 func TestBroker(t *testing.T) {
-	b, err := startBroker(3, "gift", "dl")
+	b, err := startBroker("127.0.0.1:0", 3, "gift", "dl")
 	if err != nil {
 		t.Fatal(err)
 	}

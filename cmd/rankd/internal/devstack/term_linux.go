@@ -19,3 +19,24 @@ func termSize(w io.Writer) (cols, rows int, ok bool) {
 	}
 	return int(ws.Col), int(ws.Row), true
 }
+
+// quietControl turns off the echo of control characters (ECHOCTL: "^C"
+// on Ctrl-C) of the terminal w is, if it is one, and returns what
+// restores it.
+func quietControl(w io.Writer) (restore func()) {
+	f, isFile := w.(*os.File)
+	if !isFile {
+		return func() {}
+	}
+	fd := int(f.Fd())
+	t, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil || t.Lflag&unix.ECHOCTL == 0 {
+		return func() {}
+	}
+	old := *t
+	t.Lflag &^= unix.ECHOCTL
+	if unix.IoctlSetTermios(fd, unix.TCSETS, t) != nil {
+		return func() {}
+	}
+	return func() { _ = unix.IoctlSetTermios(fd, unix.TCSETS, &old) }
+}

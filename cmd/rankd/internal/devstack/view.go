@@ -23,10 +23,13 @@ type view struct {
 	out    io.Writer
 	tui    bool
 	banner []string
-	store  *store.Store
-	boards []*ranking.Board
-	sent   *atomic.Int64
-	start  time.Time
+	// tuiBanner is the banner of the screen: the URLs and addresses in
+	// few lines, so that 80×24 has room for a top 10.
+	tuiBanner []string
+	store     *store.Store
+	boards    []*ranking.Board
+	sent      *atomic.Int64
+	start     time.Time
 }
 
 const (
@@ -50,6 +53,14 @@ func (v *view) run(ctx context.Context) error {
 	interval := lineInterval
 	if v.tui {
 		interval = tuiInterval
+		// The alternate screen (the scrollback stays as it was, and comes
+		// back on exit), no cursor, and no "^C" echoed by Ctrl-C.
+		restore := quietControl(v.out)
+		_, _ = io.WriteString(v.out, "\x1b[?1049h\x1b[?25l")
+		defer func() {
+			_, _ = io.WriteString(v.out, "\x1b[?25h\x1b[?1049l")
+			restore()
+		}()
 	} else {
 		fmt.Fprintln(v.out, strings.Join(v.banner, "\n"))
 	}
@@ -89,7 +100,11 @@ func (v *view) drawScreen(ctx context.Context) {
 	if !ok {
 		cols, rows = 80, 24
 	}
-	n, shown := layout(rows, len(v.banner), len(v.boards))
+	banner := v.tuiBanner
+	if banner == nil {
+		banner = v.banner
+	}
+	n, shown := layout(rows, len(banner), len(v.boards))
 	var pages []boardTop
 	for _, b := range v.boards[:shown] {
 		db := boardTop{b: b}
@@ -105,7 +120,7 @@ func (v *view) drawScreen(ctx context.Context) {
 	if shown < len(v.boards) {
 		status += fmt.Sprintf(" · %d more boards (a taller terminal shows them)", len(v.boards)-shown)
 	}
-	_, _ = io.WriteString(v.out, "\x1b[H\x1b[2J"+screen(v.banner, status, pages, n, cols))
+	_, _ = io.WriteString(v.out, "\x1b[H\x1b[2J"+screen(banner, status, pages, n, cols))
 }
 
 // boardTop is one board's top as the dev screen shows it.
@@ -122,15 +137,22 @@ const fixedLines = 4
 // layout returns how many members per board (n, at most topN) and
 // how many boards fit in rows, below a banner of banner lines: each board
 // takes a blank line, its title, its period line, the table header and n
-// rows. The banner (with the URLs) and the status lines always stay.
+// rows. A full top 10 comes first: as many boards as fit with theirs,
+// else one board with what fits. The banner (with the URLs) and the
+// status lines always stay.
 func layout(rows, banner, boards int) (n, shown int) {
 	free := rows - banner - fixedLines
 	const perBoard = 4 // blank, title, period, header
+	if boards == 0 {
+		return 0, 0
+	}
 	for shown = boards; shown > 0; shown-- {
-		n = min(topN, free/shown-perBoard)
-		if n >= 1 {
-			return n, shown
+		if free/shown-perBoard >= topN {
+			return topN, shown
 		}
+	}
+	if n = min(topN, free-perBoard); n >= 1 {
+		return n, 1
 	}
 	return 0, 0
 }

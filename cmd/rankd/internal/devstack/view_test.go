@@ -19,14 +19,11 @@ func TestDevScreenFits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	banner := []string{
-		"rankd dev: everything embedded; nothing is kept",
-		"  kafka  kfake (in process) on 127.0.0.1:40001, topics gift,like,comment",
-		"  redis  redis-server on 127.0.0.1:40002",
-		"  load   standard workload at 200 events/s (seed 1)",
-		"  open   http://127.0.0.1:8080/            boards page",
-		"         http://127.0.0.1:8080/v1/boards   JSON API",
-		"         http://127.0.0.1:8080/metrics     Prometheus metrics",
+	banner := []string{ // the screen's banner (tuiBanner)
+		"rankd dev · kafka 127.0.0.1:9092 · redis 127.0.0.1:40002 · 200 events/s",
+		"  http://127.0.0.1:8080/            boards page",
+		"  http://127.0.0.1:8080/v1/boards   JSON API",
+		"  http://127.0.0.1:8080/metrics     metrics · config rankd-dev.yaml",
 	}
 	boards := cfg.Boards()[:2]
 	page := func(b *ranking.Board) store.Page {
@@ -40,11 +37,11 @@ func TestDevScreenFits(t *testing.T) {
 		cols, rows    int
 		wantN, wantOf int // members per board, boards shown
 	}{
-		{80, 24, 2, 2},
+		{80, 24, 10, 1}, // a top 10 first (issue 22), one board
 		{120, 40, 10, 2},
 		{100, 60, 10, 2},
-		{60, 17, 2, 1},
-		{60, 15, 0, 0},
+		{60, 17, 5, 1},
+		{60, 15, 3, 1},
 		{40, 12, 0, 0},
 	}
 	for _, tt := range tests {

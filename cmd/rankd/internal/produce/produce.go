@@ -94,6 +94,10 @@ type Options struct {
 	Duration time.Duration // stop after this long; 0: no limit
 	// Sent, if set, is increased after every acknowledged write.
 	Sent *atomic.Int64
+	// Throttled, if set, is called once, the first time the rate holds
+	// back messages that are ready after a second's worth (Rate) of them
+	// was sent: the source has more than the rate lets through.
+	Throttled func()
 }
 
 // Chunk is the most messages handed to one WriteMessages call.
@@ -132,6 +136,10 @@ func Pace(ctx context.Context, w Writer, src Source, opts Options) (int64, error
 		if opts.Rate > 0 {
 			due := int64(opts.Rate*time.Since(start).Seconds()) - sent
 			if due <= 0 {
+				if opts.Throttled != nil && float64(sent) >= opts.Rate {
+					opts.Throttled()
+					opts.Throttled = nil
+				}
 				select {
 				case <-ctx.Done():
 					return sent, nil
@@ -191,4 +199,58 @@ func WriteError(err error) error {
 		}
 	}
 	return err
+}
+
+// Restamp returns the lines of r with the integer millisecond field of
+// every JSON object line moved by one offset, so that the latest is now:
+// the gaps between events stay, and a file of past events becomes a file
+// of events of the last moments. Lines without the field, and lines that
+// are not JSON objects, stay as they are. It also returns the offset and
+// how many lines it changed. A restamped line is re-encoded: its keys come
+// out sorted.
+func Restamp(r io.Reader, field string, now time.Time) (out io.Reader, shift time.Duration, n int, err error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	lines := strings.Split(string(data), "\n")
+	objs := make([]map[string]json.RawMessage, len(lines))
+	stamps := make([]int64, len(lines))
+	var latest int64
+	found := false
+	for i, line := range lines {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal([]byte(strings.TrimSpace(line)), &obj) != nil {
+			continue
+		}
+		raw, ok := obj[field]
+		if !ok {
+			continue
+		}
+		var ts int64
+		if err := json.Unmarshal(raw, &ts); err != nil {
+			return nil, 0, 0, fmt.Errorf("line %d: %q is not integer milliseconds: %s", i+1, field, raw)
+		}
+		objs[i], stamps[i] = obj, ts
+		if !found || ts > latest {
+			latest, found = ts, true
+		}
+	}
+	if !found {
+		return strings.NewReader(string(data)), 0, 0, nil
+	}
+	delta := now.UnixMilli() - latest
+	for i, obj := range objs {
+		if obj == nil {
+			continue
+		}
+		obj[field] = json.RawMessage(fmt.Appendf(nil, "%d", stamps[i]+delta))
+		b, err := json.Marshal(obj)
+		if err != nil {
+			return nil, 0, 0, fmt.Errorf("line %d: %w", i+1, err)
+		}
+		lines[i] = string(b)
+		n++
+	}
+	return strings.NewReader(strings.Join(lines, "\n")), time.Duration(delta) * time.Millisecond, n, nil
 }

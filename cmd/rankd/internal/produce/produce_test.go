@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -103,6 +104,20 @@ func TestPace(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 	})
+	t.Run("throttled", func(t *testing.T) {
+		// 12 messages at 10/s: the 11th is held back, and that is said once.
+		calls := 0
+		n, err := produce.Pace(t.Context(), &fakeWriter{}, counter(), produce.Options{Rate: 10, Count: 12, Throttled: func() { calls++ }})
+		if err != nil || n != 12 || calls != 1 {
+			t.Fatalf("Pace = %d, %v with %d throttle notes; want 12, nil, 1", n, err, calls)
+		}
+		// 3 messages at 1000/s are never held back after a second's worth.
+		calls = 0
+		src := produce.FileSource(strings.NewReader("a\nb\nc\n"), "t", "k")
+		if n, err := produce.Pace(t.Context(), &fakeWriter{}, src, produce.Options{Rate: 1000, Throttled: func() { calls++ }}); err != nil || n != 3 || calls != 0 {
+			t.Fatalf("Pace = %d, %v with %d throttle notes; want 3, nil, 0", n, err, calls)
+		}
+	})
 	t.Run("stopped", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
@@ -148,5 +163,33 @@ func TestRun(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("read back %q, want %q", got, want)
+	}
+}
+
+// TestRestamp: every ts moves by the offset that makes the latest now;
+// lines without one, comments and non-JSON lines stay.
+func TestRestamp(t *testing.T) {
+	in := "# events\n" +
+		`{"topic":"gift","id":"g-1","ts":1763720000000,"anchor_id":"a7","coins":20}` + "\n" +
+		`{"id":"l-1","ts":1763720001500}` + "\n" +
+		`{"id":"n-1"}` + "\n" +
+		"not json\n"
+	now := time.UnixMilli(1795000000000)
+	out, shift, n, err := produce.Restamp(strings.NewReader(in), "ts", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(out)
+	want := "# events\n" +
+		`{"anchor_id":"a7","coins":20,"id":"g-1","topic":"gift","ts":1794999998500}` + "\n" +
+		`{"id":"l-1","ts":1795000000000}` + "\n" +
+		`{"id":"n-1"}` + "\n" +
+		"not json\n"
+	if string(b) != want || n != 2 || shift != 31279998500*time.Millisecond {
+		t.Errorf("Restamp = %d lines moved by %v:\n%s\nwant 2 moved by %v:\n%s", n, shift, b, 31279998500*time.Millisecond, want)
+	}
+	if _, _, _, err := produce.Restamp(strings.NewReader(`{"ts":"2026-11-21T00:00:00Z"}`), "ts", now); err == nil ||
+		err.Error() != `line 1: "ts" is not integer milliseconds: "2026-11-21T00:00:00Z"` {
+		t.Errorf("a string ts: err = %v", err)
 	}
 }
