@@ -72,8 +72,12 @@ func (s *RankingSink) Assigned(ctx context.Context, as []Assignment) ([]Resume, 
 			out[i].Halt = "redis lost the boards' generation pointers (its gens hash): rebuild the boards with rankd replay"
 		case !p.Exists() && committed:
 			out[i].Halt = fmt.Sprintf("the group committed offset %d, but redis holds no position for the partition: redis lost its writes (a FLUSHALL, a restart without persistence); rebuild the boards with rankd replay", a.Committed)
-		case !p.Exists():
-			s.stream[k] = streamPos{next: -1}
+		case !p.Exists() || !committed:
+			// New, or a group that never committed (its offsets expired, or
+			// it was killed before its first commit): from the group's start
+			// offset; what Redis holds of it is applied again as duplicates
+			// and its dead letters written again.
+			s.stream[k] = streamPos{next: -1, record: p.Record}
 			out[i].Offset = a.Committed
 		case committed && off > a.Committed:
 			j := slices.IndexFunc(ahead, func(m store.Mark) bool { return m.Topic == a.Topic && m.Partition == a.Partition })

@@ -114,7 +114,19 @@ func (w *worker) run(ctx, hard context.Context) error {
 	if err != nil {
 		return fmt.Errorf("worker %d: %w", w.id, err)
 	}
-	defer cg.Close() // leaves the group
+	// The group is closed as soon as ctx is done, while the generation in
+	// hand still runs: kafka-go then leaves the group once the generation
+	// ends, instead of starting to join again (a join blocks Close for up
+	// to the rebalance timeout, and a member abandoned in a join lingers
+	// in the group).
+	closed := make(chan struct{})
+	stopClose := context.AfterFunc(ctx, func() { _ = cg.Close(); close(closed) })
+	defer func() {
+		if stopClose() { // returning without ctx done (an error)
+			go func() { _ = cg.Close(); close(closed) }()
+		}
+		waitClosed(closed, w.log)
+	}()
 	defer w.clearHalted()
 	for joins := 0; ; {
 		gen, err := cg.Next(ctx)
@@ -145,6 +157,20 @@ func (w *worker) run(ctx, hard context.Context) error {
 	}
 }
 
+// waitClosed waits for the group's Close (closed) at most groupCloseWait:
+// a stopping process does not wait for a join in flight; the brokers then
+// expire the member after its session timeout.
+func waitClosed(closed <-chan struct{}, log *slog.Logger) {
+	select {
+	case <-closed:
+	case <-time.After(groupCloseWait):
+		log.Warn("leaving the consumer group did not finish in time; the brokers expire this member after the session timeout")
+	}
+}
+
+// groupCloseWait bounds waitClosed.
+const groupCloseWait = 3 * time.Second
+
 // generation consumes the partitions of one group generation until it
 // ends (a rebalance: gctx) or ctx is done.
 func (w *worker) generation(ctx, gctx, hard context.Context, gen *kafka.Generation) error {
@@ -168,7 +194,7 @@ func (w *worker) generation(ctx, gctx, hard context.Context, gen *kafka.Generati
 	f := newFeed(lctx, w.cfg, w.log)
 	defer f.close()
 	w.log.Debug("generation", "id", gen.ID, "partitions", len(as))
-	w.startParts(lctx, f, gen, as)
+	w.startParts(lctx, f, as)
 	recheck := time.NewTicker(haltRecheck)
 	defer recheck.Stop()
 	b := &batch{maxCount: w.cfg.BatchCount, maxBytes: w.cfg.BatchBytes}
@@ -184,7 +210,7 @@ func (w *worker) generation(ctx, gctx, hard context.Context, gen *kafka.Generati
 			return nil
 		}
 		if woke {
-			w.recheck(lctx, f, gen, as)
+			w.recheck(lctx, f, as)
 		}
 	}
 }
@@ -192,7 +218,7 @@ func (w *worker) generation(ctx, gctx, hard context.Context, gen *kafka.Generati
 // startParts starts reading as, from where the sink says (a Positioner)
 // or from the committed offsets; it retries the sink's transient errors
 // until lctx is done.
-func (w *worker) startParts(lctx context.Context, f *feed, gen *kafka.Generation, as []Assignment) {
+func (w *worker) startParts(lctx context.Context, f *feed, as []Assignment) {
 	if len(as) == 0 {
 		return
 	}
@@ -228,35 +254,10 @@ func (w *worker) startParts(lctx context.Context, f *feed, gen *kafka.Generation
 		seek = append(seek, Move{Topic: a.Topic, Partition: a.Partition, Offset: rs[i].Offset})
 	}
 	w.seek(lctx, f, seek)
-	w.commitAhead(lctx, gen, as, rs)
-}
-
-// commitAhead commits the offsets where partitions resume ahead of the
-// group's committed offset (batches applied but not committed, or the end
-// of a replay): everything below is applied, and the lag should say so.
-func (w *worker) commitAhead(lctx context.Context, gen *kafka.Generation, as []Assignment, rs []Resume) {
-	offs := map[string]map[int]int64{}
-	for i, a := range as {
-		if rs[i].Halt == "" && rs[i].Offset > max(a.Committed, 0) {
-			if offs[a.Topic] == nil {
-				offs[a.Topic] = map[int]int64{}
-			}
-			offs[a.Topic][a.Partition] = rs[i].Offset
-		}
-	}
-	if len(offs) == 0 {
-		return
-	}
-	if err := commitWithin(lctx, w.cfg.CommitTimeout, func() error { return gen.CommitOffsets(offs) }); err != nil {
-		w.log.Debug("committing the resume offsets failed (the next batch commits)", "err", err)
-		return
-	}
-	w.progress.Store(time.Now().UnixNano())
-	w.noteCommitted(offs)
 }
 
 // recheck asks the sink again about the halted partitions of as.
-func (w *worker) recheck(lctx context.Context, f *feed, gen *kafka.Generation, as []Assignment) {
+func (w *worker) recheck(lctx context.Context, f *feed, as []Assignment) {
 	w.haltMu.Lock()
 	var again []Assignment
 	for _, a := range as {
@@ -288,7 +289,6 @@ func (w *worker) recheck(lctx context.Context, f *feed, gen *kafka.Generation, a
 		w.log.Info("redis holds a position for the partition again: applying", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset)
 	}
 	w.seek(lctx, f, seek)
-	w.commitAhead(lctx, gen, again, rs)
 }
 
 // halt stops reading k, for reason.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,7 +76,7 @@ func (e *env) latency(ctx context.Context, rate float64) (*Latency, error) {
 	hc := &http.Client{Timeout: 5 * time.Second}
 	readAPI := func(ctx context.Context) (int64, error) { return pollMember(ctx, hc, url) }
 	e.prog.set("latency: rankd joining the group", nil)
-	base, err := e.warmUp(ctx, rs, readAPI)
+	base, err := e.warmUp(ctx, rs, e.o.Seed, readAPI)
 	if err != nil {
 		return nil, err
 	}
@@ -320,24 +321,26 @@ func (e *env) markerReader(ctx context.Context, cfg *config.Config, want int64) 
 // warmUp waits until the stack is ready (/readyz: group joined, Redis
 // answering) and a first marker is visible, so that the group's join and
 // the first fetches are not measured; it returns the marker's value then.
-func (e *env) warmUp(ctx context.Context, rs *runningStack, read func(context.Context) (int64, error)) (int64, error) {
+func (e *env) warmUp(ctx context.Context, rs *runningStack, seed int64, read func(context.Context) (int64, error)) (int64, error) {
 	hc := &http.Client{Timeout: 5 * time.Second}
 	deadline := time.Now().Add(time.Minute)
 	ready := "http://" + rs.HTTPAddr() + "/readyz"
+	last := ""
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, ready, nil)
 		if err != nil {
 			return 0, err
 		}
 		if resp, err := hc.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				break
 			}
+			last = strings.TrimSpace(string(body))
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("rankd not ready after a minute (%s)", ready)
+			return 0, fmt.Errorf("rankd not ready after a minute (%s: %s)", ready, last)
 		}
 		select {
 		case <-ctx.Done():
@@ -353,7 +356,7 @@ func (e *env) warmUp(ctx context.Context, rs *runningStack, read func(context.Co
 	}
 	w := newWriter(e.brokers, time.Millisecond)
 	defer w.Close()
-	if err := w.WriteMessages(ctx, markerMessage(e.o.Seed, 0)); err != nil {
+	if err := w.WriteMessages(ctx, markerMessage(seed, 0)); err != nil {
 		return 0, fmt.Errorf("producing: %w", writeErr(err))
 	}
 	for {
