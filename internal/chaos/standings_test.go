@@ -346,9 +346,9 @@ type published struct {
 }
 
 type standingsDoc struct {
-	Board   string                  `json:"board"`
-	Counts  struct{ Members int64 } `json:"counts"`
-	Dims    map[string]string       `json:"dims"`
+	Board   string                          `json:"board"`
+	Counts  struct{ Members, Events int64 } `json:"counts"`
+	Dims    map[string]string               `json:"dims"`
 	Entries []struct {
 		Member  string           `json:"member"`
 		Rank    int64            `json:"rank"`
@@ -429,6 +429,7 @@ type wanted struct {
 	board, tag, period string
 	top                []oracle.Entry
 	members            int
+	events             int64
 }
 
 // expectedStandings returns every snapshot that must be published: each
@@ -453,7 +454,8 @@ func expectedStandings(t *testing.T, cfg *config.Config, orc *oracle.Oracle, low
 					continue
 				}
 				tag := store.Tag(name, dims)
-				out[tag+"/"+p.ID] = wanted{board: name, tag: tag, period: p.ID, top: es[:min(len(es), pub.Top)], members: len(es)}
+				out[tag+"/"+p.ID] = wanted{board: name, tag: tag, period: p.ID, top: es[:min(len(es), pub.Top)], members: len(es),
+					events: orc.Events(name, dims, p.ID)}
 			}
 		}
 	}
@@ -514,6 +516,9 @@ func checkStandings(t *testing.T, pubs []published, want map[string]wanted, wron
 func docDiff(d standingsDoc, w wanted) string {
 	if d.Counts.Members != int64(w.members) {
 		return fmt.Sprintf("members %d, want %d", d.Counts.Members, w.members)
+	}
+	if d.Counts.Events != w.events {
+		return fmt.Sprintf("events %d, want %d", d.Counts.Events, w.events)
 	}
 	if len(d.Entries) != len(w.top) {
 		return fmt.Sprintf("%d entries, want %d", len(d.Entries), len(w.top))

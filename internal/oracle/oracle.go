@@ -69,9 +69,10 @@ type stream struct {
 
 // period is one sorted set: the members of one period of a stream.
 type period struct {
-	p     ranking.Period
-	base  time.Time // origin of tie offsets
-	cells map[string]*cell
+	p      ranking.Period
+	base   time.Time // origin of tie offsets
+	cells  map[string]*cell
+	events int64 // updates applied
 }
 
 // cell is one member of one period.
@@ -259,6 +260,7 @@ func (o *Oracle) apply(u *ranking.Update) ranking.Status {
 	if newBase {
 		c.base = ub
 	}
+	per.events++
 	return ranking.StatusApplied
 }
 
@@ -448,6 +450,35 @@ func (o *Oracle) Board(board string, dims []string, periodID string) []Entry {
 		es = es[:k]
 	}
 	return es
+}
+
+// Events returns the updates applied to board+dims in period periodID (for
+// a rolling board, to the periods of its window ending there): what a
+// sealed snapshot's counts.events says.
+func (o *Oracle) Events(board string, dims []string, periodID string) int64 {
+	bd := o.boards[board]
+	s := o.lookup(board, dims)
+	if bd == nil || s == nil {
+		return 0
+	}
+	if bd.b.Window != ranking.WindowRolling {
+		if per := s.periods[periodID]; per != nil {
+			return per.events
+		}
+		return 0
+	}
+	p, err := bd.cal.Parse(periodID)
+	if err != nil {
+		panic(fmt.Sprintf("oracle: board %q: %v", board, err))
+	}
+	var n int64
+	for i := 0; i < bd.b.Periods; i++ {
+		if per := s.periods[p.ID]; per != nil {
+			n += per.events
+		}
+		p = bd.cal.Prev(p)
+	}
+	return n
 }
 
 // window returns S(k) unsorted: for each member present in any of P(k-N+1..k)

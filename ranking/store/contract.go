@@ -91,6 +91,7 @@ const (
 	KindTotal   = "t"    // the total board, with PeriodAll
 	KindMeta    = "meta" // a stream's meta hash (no period)
 	KindLock    = "lock" // a stream's locks
+	KindCount   = "n"    // a stream's updates applied per period (field: period id, "all" for a total board)
 	PeriodAll   = "all"  // the one "period" of a total board
 
 	suffixExact = ":h"  // keep_top boards: every member's exact score
@@ -201,7 +202,7 @@ var luaConsts = []struct {
 	{"LATE_GP", luaLateGP},
 	{"REFUSED_POSITION", luaRefusedPosition}, {"REFUSED_GENS", luaRefusedGens},
 	{"MARKS_KEPT", marksKept}, {"GENS_NONE", gensNone}, {"POS_GENS", posGens},
-	{"KIND_PERIOD", KindPeriod}, {"KIND_ROLLING", KindRolling}, {"KIND_TOTAL", KindTotal}, {"KIND_META", KindMeta},
+	{"KIND_PERIOD", KindPeriod}, {"KIND_ROLLING", KindRolling}, {"KIND_TOTAL", KindTotal}, {"KIND_META", KindMeta}, {"KIND_COUNT", KindCount},
 	{"PERIOD_ALL", PeriodAll}, {"SUFFIX_EXACT", suffixExact}, {"SUFFIX_LAST", suffixLast}, {"SUFFIX_BASE", suffixBase},
 	{"META_ST", metaST}, {"META_HEAD", metaHead}, {"META_ROLLED", metaRolled}, {"META_ROLL_K", metaRollK}, {"META_ROLL_CURSOR", metaRollCursor},
 	{"GENS_NEXT", gensNext}, {"GENS_LOCK", gensLock}, {"GENS_ACTIVE", gensActive}, {"GENS_BUILD", gensBuild}, {"GENS_DROP", gensDrop},

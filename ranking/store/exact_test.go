@@ -331,7 +331,17 @@ func (r *exactRun) compare(ctx context.Context, refs []boardRef) {
 					return fmt.Errorf("entries %s %s: %w", k, ref.period, err)
 				}
 				want := r.orc.Board(ref.board, ref.dims, ref.period)
-				if d := r.diff(ref, got, want); d != "" {
+				d := r.diff(ref, got, want)
+				if d == "" && len(want) > 0 {
+					n, err := r.store.EventCount(gctx, ref.board, ref.dims, ref.period)
+					if err != nil {
+						return fmt.Errorf("event count %s %s: %w", k, ref.period, err)
+					}
+					if w := r.orc.Events(ref.board, ref.dims, ref.period); n != w {
+						d = fmt.Sprintf("%s %s: %d updates applied, the oracle %d", k, ref.period, n, w)
+					}
+				}
+				if d != "" {
 					mu.Lock()
 					bad++
 					if len(diffs) < 5 {

@@ -122,6 +122,9 @@ type standingsDoc struct {
 
 type standingsCounts struct {
 	Members int64 `json:"members"`
+	// Events is the updates applied to the period (for a rolling board,
+	// to the periods of its window): one per event and route.
+	Events int64 `json:"events"`
 }
 
 type standingsEntry struct {
@@ -171,6 +174,16 @@ func (s *Store) readStandings(ctx context.Context, gs *Store, st *boardState, ta
 	pipe := s.rdb.TxPipeline()
 	rng := pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: key, Start: 0, Stop: int64(top - 1), Rev: v.desc()})
 	sz := v.queueSizes(ctx, pipe)
+	var fields []string
+	switch st.b.Window {
+	case ranking.WindowRolling:
+		for w := st.cal.WindowStart(p, st.b.Periods); !w.Start.After(p.Start); w = st.cal.Next(w) {
+			fields = append(fields, w.ID)
+		}
+	default:
+		fields = []string{p.ID}
+	}
+	evs := pipe.HMGet(ctx, Key(gs.prefix, tag, KindCount, ""), fields...)
 	_, _ = pipe.Exec(ctx) // errors checked per command
 	_, count, _, err := sz.result()
 	if err != nil {
@@ -183,12 +196,20 @@ func (s *Store) readStandings(ctx context.Context, gs *Store, st *boardState, ta
 	if count == 0 || len(zs) == 0 {
 		return standingsDoc{}, false, nil
 	}
+	ev, err := evs.Result()
+	if err != nil {
+		return standingsDoc{}, false, fmt.Errorf("reading the event counts of %s: %w", tag, err)
+	}
+	events, err := sumCounts(ev)
+	if err != nil {
+		return standingsDoc{}, false, fmt.Errorf("%s: %w", tag, err)
+	}
 	b := st.b
 	loc := b.Location
 	if loc == nil {
 		loc = time.UTC
 	}
-	d := standingsDoc{Board: board, Counts: standingsCounts{Members: count}, Dims: map[string]string{}, Top: top,
+	d := standingsDoc{Board: board, Counts: standingsCounts{Members: count, Events: events}, Dims: map[string]string{}, Top: top,
 		Period: standingsPeriod{ID: p.ID, Start: p.Start.In(loc).Format(time.RFC3339), End: p.End.In(loc).Format(time.RFC3339),
 			Timezone: loc.String()}}
 	for i, name := range b.Dims {

@@ -505,4 +505,30 @@ for e = 1, nev do
     out[e] = table.concat(codes)
   end
 end
+-- updates applied per stream and period (standings' event counts), one
+-- HINCRBY per (stream, period) of the call
+local cnt = {}
+for e = 1, nev do
+  if not dupof[e] then
+    local off = evoff[e]
+    for i = 1, evoff[e + 1] - off do
+      if C[off + i - 1] == ST_APPLIED then
+        local k = tonumber(A[evpos[e] + (i - 1) * UPDATE_ARGS + U_GP])
+        cnt[k] = (cnt[k] or 0) + 1
+      end
+    end
+  end
+end
+local counted = {}
+for k, n in pairs(cnt) do
+  local g = GPG[k]
+  local f = PERIOD_ALL
+  if g.window ~= WINDOW_TOTAL then f = g.periods[GPP[k]].id end
+  local ck = g.kb .. KIND_COUNT
+  call('HINCRBY', ck, f, int(n))
+  if g.metattl > 0 and not counted[ck] then
+    counted[ck] = true
+    call('PEXPIRE', ck, int(g.metattl))
+  end
+end
 return out
