@@ -415,6 +415,7 @@ func TestSecureRun(t *testing.T) {
 		if body != "not ready: redis is unavailable\n" {
 			t.Errorf("/readyz during the outage: %q", body)
 		}
+		time.Sleep(1100 * time.Millisecond) // past api.cache_ttl (1s): until then a cached page is served
 		code, body := w.get(t, top, w.token)
 		if code != 503 || body != `{"error":"redis is unavailable","code":"unavailable"}`+"\n" {
 			t.Errorf("top during the outage: %d %q", code, body)

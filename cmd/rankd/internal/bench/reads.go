@@ -61,14 +61,20 @@ type ReadsRun struct {
 	RankdCPU   float64 `json:"rankd_cpu_cores"`
 }
 
-// reads runs the reads phase on the rankd group (from where it stands): a
+// readsGroup is the consumer group of the reads phase.
+const readsGroup = "rankd-reads"
+
+// reads runs the reads phase on a group of its own (from the start of the
+// topics): a
 // 1M-member all-time board is written straight into Redis, then the same
 // fixed-rate ingestion runs three times for o.ReadDuration: alone, with
 // ReadClients clients reading /top?limit=20 in a closed loop, and with
 // them reading a mix (top 20 60%, member 20%, around 10%, dims 10%). The
 // clients run in this process (so do rankd and the producer).
 func (e *env) reads(ctx context.Context) (*Reads, error) {
-	cfg, err := e.config(rankdGroup, rankdPrefix)
+	// A group of its own: the phases before flush Redis (rollover), and
+	// rankd halts a group whose committed offsets Redis no longer knows.
+	cfg, err := e.config(readsGroup, rankdPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +83,7 @@ func (e *env) reads(ctx context.Context) (*Reads, error) {
 		return nil, err
 	}
 	defer func() { _ = rs.stop() }()
-	lag := newLagWatch(e.brokers, rankdGroup)
+	lag := newLagWatch(e.brokers, readsGroup)
 	defer lag.close()
 	e.prog.set("reads: rankd catching up", lag.progress(int64(e.o.Events)))
 	if _, err := lag.wait(ctx, rs.done, 0); err != nil { // the latency phase produced more
