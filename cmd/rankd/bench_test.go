@@ -26,9 +26,7 @@ import (
 // oracle's recomputation from the topics. It checks the JSON's fields and
 // the counts that do not depend on speed; no figure is asserted.
 func TestBench(t *testing.T) {
-	if testing.Short() {
-		t.Skip("slow (real rankd processes, minutes with -race): not with -short")
-	}
+	testenv.Slow(t, "real rankd processes, minutes with -race")
 	srv := testenv.NewRedis(t, testenv.RedisOptions{})
 	dir := t.TempDir()
 	jsonFile, profile := filepath.Join(dir, "bench.json"), filepath.Join(dir, "rankd.pprof")

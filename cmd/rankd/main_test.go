@@ -32,9 +32,7 @@ func TestMain(m *testing.M) {
 // crash test) against it. The binary is built with -race when the tests
 // are.
 func TestBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("slow (real rankd processes, minutes with -race): not with -short")
-	}
+	testenv.Slow(t, "real rankd processes, minutes with -race")
 	bin := testenv.BuildRankd(t)
 	t.Run("dev", func(t *testing.T) { testDev(t, bin) })
 	t.Run("crash", func(t *testing.T) { testCrash(t, bin) })

@@ -305,9 +305,7 @@ func sameTop(got map[string]string, want map[string]int64) bool {
 // passwords stop it at once with a clear error; and no secret appears in
 // any log line, HTTP answer or `rankd config check` output.
 func TestSecureRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("slow (real rankd processes, minutes with -race): not with -short")
-	}
+	testenv.Slow(t, "real rankd processes, minutes with -race")
 	w := newSecureWorld(t, false)
 	api, metrics := "http://"+w.apiAddr, "http://"+w.metricsAddr
 	top := api + "/v1/boards/total_coins/top"
@@ -515,9 +513,7 @@ func TestSecureRun(t *testing.T) {
 // and the TLS + SCRAM-SHA-512 broker consumes events into the board
 // exactly and stops cleanly; nothing shows a secret.
 func TestSecureRunCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("slow (real rankd processes, minutes with -race): not with -short")
-	}
+	testenv.Slow(t, "real rankd processes, minutes with -race")
 	w := newSecureWorld(t, true)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()

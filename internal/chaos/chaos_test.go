@@ -136,9 +136,7 @@ func chaosSeed(t *testing.T) int64 {
 // TestChaos runs the chaos test on a single Redis and on a 3-master Redis
 // Cluster, then the overload test; the rankd binary is built once.
 func TestChaos(t *testing.T) {
-	if testing.Short() {
-		t.Skip("slow (real rankd processes, minutes with -race): not with -short")
-	}
+	testenv.Slow(t, "real rankd processes, minutes with -race")
 	bin := testenv.BuildRankd(t)
 	t.Run("redis", func(t *testing.T) {
 		plan := chaosPlan{
@@ -185,9 +183,7 @@ func TestChaos(t *testing.T) {
 // minutes). RANKD_RECOVERY_ARGS adds `rankd run` flags, for example
 // "--session-timeout 6s" to measure other timings.
 func TestRecoveryDefaults(t *testing.T) {
-	if os.Getenv("RANKD_CHAOS") != "recovery" {
-		t.Skip("RANKD_CHAOS=recovery measures the recoveries with rankd's default group timings (minutes)")
-	}
+	testenv.OptIn(t, "RANKD_CHAOS", "recovery", "measures the recoveries with rankd's default group timings (minutes)")
 	bin := testenv.BuildRankd(t)
 	args := strings.Fields(os.Getenv("RANKD_RECOVERY_ARGS"))
 	t.Logf("rankd run flags: %q (the rest: rankd's defaults, session 10s, heartbeat 1s, rebalance 10s)", args)

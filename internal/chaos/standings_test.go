@@ -91,9 +91,7 @@ const standingsTopic = "rankd-standings"
 // rebuilt by `rankd replay`, which must publish revision 1, equal to the
 // oracle, counted in rankd_standings_revisions_total.
 func TestStandings(t *testing.T) {
-	if testing.Short() {
-		t.Skip("slow (real rankd processes, minutes with -race): not with -short")
-	}
+	testenv.Slow(t, "real rankd processes, minutes with -race")
 	bin := testenv.BuildRankd(t)
 	const partitions = 3
 	broker := testenv.StartBrokerProcess(t, testenv.BrokerProcessOptions{

@@ -37,9 +37,7 @@ import (
 // --yes`. Either way every board and period must then equal the oracle
 // recomputed from the log, and the dead letters its verdicts.
 func TestStateLoss(t *testing.T) {
-	if testing.Short() {
-		t.Skip("slow (real rankd processes, minutes with -race): not with -short")
-	}
+	testenv.Slow(t, "real rankd processes, minutes with -race")
 	bin := testenv.BuildRankd(t)
 	for _, sc := range []string{"failover", "rdb", "flushall", "nopersist"} {
 		t.Run(sc, func(t *testing.T) { runStateLoss(t, bin, sc) })

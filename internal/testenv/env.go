@@ -78,3 +78,22 @@ func require(t testing.TB, err error) {
 	}
 	t.Fatal(err)
 }
+
+// Slow skips t under -short (go test -short ./... runs in a few minutes),
+// except under CI=true, where every test runs.
+func Slow(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() && !inCI() {
+		t.Skip("slow (" + what + "): not with -short")
+	}
+}
+
+// OptIn skips t unless the environment variable env is value: a
+// measurement that takes minutes and asserts only bounds (RANKD_CHAOS=long,
+// RANKD_CHAOS=recovery), run by hand; CI does not set it.
+func OptIn(t testing.TB, env, value, what string) {
+	t.Helper()
+	if os.Getenv(env) != value {
+		t.Skip(what + ": run with " + env + "=" + value)
+	}
+}

@@ -200,9 +200,7 @@ func (m *groupMember) errors() []error {
 // good, holding its partitions. Package kgroup, which testenv's brokers
 // run, restores Kafka's bounds (recovery about 1 s).
 func TestGroupCrashLoop(t *testing.T) {
-	if testing.Short() {
-		t.Skip("crash loop: about 10 s")
-	}
+	Slow(t, "crash loop: about 10 s")
 	t.Parallel()
 	const (
 		partitions = 6
@@ -312,9 +310,7 @@ func runGroupCrashLoop(t *testing.T, broker *Broker, partitions int, session, he
 // long session timeout holds the group in PreparingRebalance until the
 // joins stop; the harness ends it on time.
 func TestGroupRebalanceEndsAtTimeout(t *testing.T) {
-	if testing.Short() {
-		t.Skip("about 5 s")
-	}
+	Slow(t, "about 5 s")
 	t.Parallel()
 	const (
 		session   = 30 * time.Second // the dead member is not expired during the test
@@ -385,9 +381,7 @@ func TestGroupRebalanceEndsAtTimeout(t *testing.T) {
 // partitions (package kgroup, defect 1; RANKD_KFAKE_DEAD_MEMBERS=1 shows
 // it).
 func TestGroupDeadMemberExpires(t *testing.T) {
-	if testing.Short() {
-		t.Skip("about 5 s")
-	}
+	Slow(t, "about 5 s")
 	t.Parallel()
 	const (
 		session   = 2 * time.Second
