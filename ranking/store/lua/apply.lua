@@ -205,7 +205,7 @@ end
 -- order. Verdicts go to one flat array C: event e's are C[evoff[e] ..
 -- evoff[e+1]-1]; bad[e] marks an original event with a verdict other than
 -- applied (stored with its dedupe key at the end).
-local C, evoff, evpos, dupof, bad = {}, {}, {}, {}, {}
+local C, GPOF, evoff, evpos, dupof, bad = {}, {}, {}, {}, {}, {} -- GPOF: the update's gp, by verdict index
 local nc, orig = 0, nil
 local slowq, slowc, slowe, slowg, slowp, nslow = {}, {}, {}, {}, {}, 0
 local nev = nn()
@@ -233,6 +233,7 @@ for e = 1, nev do
       local q = pos + (i - 1) * UPDATE_ARGS
       local k = tonumber(A[q + U_GP])
       nc = nc + 1
+      GPOF[nc] = k
       if k == LATE_GP then
         C[nc] = ST_LATE
         bad[e] = true
@@ -483,12 +484,20 @@ end
 -- verdicts: originals first (stored with their dedupe key when not all
 -- applied), then duplicates, which repeat late / out-of-range verdicts so
 -- that a redelivered message is dead-lettered again rather than lost
-local out = {}
+-- (and the updates applied per stream and period: the standings' event
+-- counts, one HINCRBY per (stream, period) of the call)
+local out, cnt = {}, {}
 for e = 1, nev do
   if not dupof[e] then
     local off, nu = evoff[e], evoff[e + 1] - evoff[e]
     if nu == 1 then out[e] = C[off] else out[e] = table.concat(C, '', off, off + nu - 1) end
     if bad[e] then call('SET', dprefix .. A[evpos[e] - 2], out[e], 'XX', 'KEEPTTL') end
+    for c = off, off + nu - 1 do
+      if C[c] == ST_APPLIED then
+        local k = GPOF[c]
+        cnt[k] = (cnt[k] or 0) + 1
+      end
+    end
   end
 end
 for e = 1, nev do
@@ -503,20 +512,6 @@ for e = 1, nev do
       else codes[i] = ST_DUPLICATE end
     end
     out[e] = table.concat(codes)
-  end
-end
--- updates applied per stream and period (standings' event counts), one
--- HINCRBY per (stream, period) of the call
-local cnt = {}
-for e = 1, nev do
-  if not dupof[e] then
-    local off = evoff[e]
-    for i = 1, evoff[e + 1] - off do
-      if C[off + i - 1] == ST_APPLIED then
-        local k = tonumber(A[evpos[e] + (i - 1) * UPDATE_ARGS + U_GP])
-        cnt[k] = (cnt[k] or 0) + 1
-      end
-    end
   end
 end
 local counted = {}
