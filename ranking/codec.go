@@ -288,3 +288,24 @@ func UnpackSort(fields []SortField, packed int64) []int64 {
 	}
 	return vals
 }
+
+// FixedDecimal renders v / 10^d exactly as a decimal number (trailing
+// zeros dropped): how the API and the standings show a value of a board
+// with decimals.
+func FixedDecimal(v int64, d int) string {
+	s := strconv.FormatInt(v, 10)
+	if d <= 0 {
+		return s
+	}
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	if len(s) <= d {
+		s = strings.Repeat("0", d-len(s)+1) + s
+	}
+	s = s[:len(s)-d] + "." + s[len(s)-d:]
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	if neg && s != "0" {
+		s = "-" + s
+	}
+	return s
+}

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rankd/rankd/ranking"
@@ -134,24 +132,8 @@ func trend(rank int64, prev *int64) string {
 	return "same"
 }
 
-// fixed renders v / 10^d exactly as a decimal number.
-func fixed(v int64, d int) json.Number {
-	s := strconv.FormatInt(v, 10)
-	if d <= 0 {
-		return json.Number(s)
-	}
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	if len(s) <= d {
-		s = strings.Repeat("0", d-len(s)+1) + s
-	}
-	s = s[:len(s)-d] + "." + s[len(s)-d:]
-	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	if neg && s != "0" {
-		s = "-" + s
-	}
-	return json.Number(s)
-}
+// fixed is ranking.FixedDecimal as a JSON number.
+func fixed(v int64, d int) json.Number { return json.Number(ranking.FixedDecimal(v, d)) }
 
 // field is one member of an object.
 type field struct {

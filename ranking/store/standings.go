@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -236,24 +235,8 @@ func (s *Store) readStandings(ctx context.Context, gs *Store, st *boardState, ta
 	return d, true, nil
 }
 
-// fixedDecimal renders v / 10^d exactly.
-func fixedDecimal(v int64, d int) json.Number {
-	s := strconv.FormatInt(v, 10)
-	if d <= 0 {
-		return json.Number(s)
-	}
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	if len(s) <= d {
-		s = strings.Repeat("0", d-len(s)+1) + s
-	}
-	s = s[:len(s)-d] + "." + s[len(s)-d:]
-	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	if neg && s != "0" {
-		s = "-" + s
-	}
-	return json.Number(s)
-}
+// fixedDecimal is ranking.FixedDecimal as a JSON number.
+func fixedDecimal(v int64, d int) json.Number { return json.Number(ranking.FixedDecimal(v, d)) }
 
 // snapRecord is a snapshot's state as the script answers it.
 type snapRecord struct {
