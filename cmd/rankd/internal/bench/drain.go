@@ -32,6 +32,7 @@ const (
 // runningStack is a started stack.
 type runningStack struct {
 	*assembly.Stack
+	cfg    *config.Config
 	ln     net.Listener
 	cancel context.CancelFunc
 	done   chan error
@@ -51,8 +52,30 @@ func (e *env) startStack(ctx context.Context, cfg *config.Config) (*runningStack
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	rs := &runningStack{Stack: s, ln: ln, cancel: cancel, done: make(chan error, 1)}
+	rs := &runningStack{Stack: s, cfg: cfg, ln: ln, cancel: cancel, done: make(chan error, 1)}
 	go func() { rs.done <- s.Run(ctx, ln) }()
+	return rs, nil
+}
+
+// caughtUp starts rankd's stack on group and waits until the group has
+// committed everything the topics hold (events of them; 0: whatever they
+// hold); the caller stops it.
+func (e *env) caughtUp(ctx context.Context, phase, group string, events int64) (*runningStack, error) {
+	cfg, err := e.config(group, rankdPrefix)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := e.startStack(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	lag := newLagWatch(e.brokers, group)
+	defer lag.close()
+	e.prog.set(phase+": rankd catching up", lag.progress(max(events, int64(e.o.Events))))
+	if _, err := lag.wait(ctx, rs.done, events); err != nil {
+		_ = rs.stop()
+		return nil, err
+	}
 	return rs, nil
 }
 

@@ -56,21 +56,13 @@ const (
 // read returns at most a poll period plus one read's duration after the
 // effect became visible (both reported).
 func (e *env) latency(ctx context.Context, rate float64) (*Latency, error) {
-	cfg, err := e.config(rankdGroup, rankdPrefix)
-	if err != nil {
-		return nil, err
-	}
-	rs, err := e.startStack(ctx, cfg)
+	rs, err := e.caughtUp(ctx, "latency", rankdGroup, int64(e.o.Events))
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = rs.stop() }()
-	lag := newLagWatch(e.brokers, rankdGroup)
+	lag := newLagWatch(e.brokers, rankdGroup) // what is left at the end
 	defer lag.close()
-	e.prog.set("latency: rankd catching up", lag.progress(int64(e.o.Events)))
-	if _, err := lag.wait(ctx, rs.done, int64(e.o.Events)); err != nil {
-		return nil, err
-	}
 
 	url := "http://" + rs.HTTPAddr() + "/v1/boards/" + markerBoard + "/members/" + markerAnchor
 	hc := &http.Client{Timeout: 5 * time.Second}
@@ -80,7 +72,7 @@ func (e *env) latency(ctx context.Context, rate float64) (*Latency, error) {
 	if err != nil {
 		return nil, err
 	}
-	readRedis, err := e.markerReader(ctx, cfg, base)
+	readRedis, err := e.markerReader(ctx, rs.cfg, base)
 	if err != nil {
 		return nil, err
 	}

@@ -74,21 +74,12 @@ const readsGroup = "rankd-reads"
 func (e *env) reads(ctx context.Context) (*Reads, error) {
 	// A group of its own: the phases before flush Redis (rollover), and
 	// rankd halts a group whose committed offsets Redis no longer knows.
-	cfg, err := e.config(readsGroup, rankdPrefix)
-	if err != nil {
-		return nil, err
-	}
-	rs, err := e.startStack(ctx, cfg)
+	rs, err := e.caughtUp(ctx, "reads", readsGroup, 0) // 0: the latency phase produced more
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = rs.stop() }()
-	lag := newLagWatch(e.brokers, readsGroup)
-	defer lag.close()
-	e.prog.set("reads: rankd catching up", lag.progress(int64(e.o.Events)))
-	if _, err := lag.wait(ctx, rs.done, 0); err != nil { // the latency phase produced more
-		return nil, err
-	}
+	cfg := rs.cfg
 	base := "http://" + rs.HTTPAddr()
 	hc := &http.Client{Timeout: 5 * time.Second}
 	readAPI := func(ctx context.Context) (int64, error) {
