@@ -29,6 +29,7 @@ type worker struct {
 	log      *slog.Logger
 	dlq      *DeadLetterWriter
 	joined   atomic.Bool
+	stop     context.Context               // Run's: done when the worker stops
 	gens     atomic.Int64                  // generations joined
 	progress *atomic.Int64                 // the consumer's time of the last successful commit (unix ns)
 	topics   map[string]prometheus.Counter // rankd_consumer_messages_total by topic
@@ -95,6 +96,10 @@ func (w *worker) clearHalted() {
 // an error only when that batch could not be finished before hard ended,
 // or when the brokers refuse the group's settings.
 func (w *worker) run(ctx, hard context.Context) error {
+	// Closing the group when ctx is done ends the generation too, and the
+	// generation's context may end first: the batch in hand is still
+	// committed (the generation's connection lives until it returns).
+	w.stop = ctx
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:                w.cfg.Group,
 		Brokers:           w.cfg.Brokers,
@@ -495,7 +500,7 @@ func (w *worker) reposition(lctx context.Context, f *feed, b *batch, re *Reposit
 // batch was applied (a rebalance), nothing is committed: the partitions
 // may belong to another member now.
 func (w *worker) commit(lctx, hard context.Context, gen *kafka.Generation, b *batch) error {
-	if lctx.Err() != nil && !shuttingDown(lctx) {
+	if lctx.Err() != nil && !shuttingDown(lctx) && w.stop.Err() == nil {
 		w.m.commitSkips.Inc()
 		w.log.Info("group rebalanced while the batch was applied; not committing it", "messages", len(b.msgs))
 		return nil
