@@ -136,8 +136,8 @@ func TestBench(t *testing.T) {
 		"latency.redis.p50_ms", "latency.redis.p99_ms", "latency.redis.max_ms", "latency.redis.poll_ms", "latency.redis.read_p50_ms",
 		"latency.api.p50_ms", "latency.api.p99_ms", "latency.api.max_ms", "latency.api.poll_ms", "latency.api.read_p50_ms",
 		"rollover.seconds", "rollover.members_per_sec", "rollover.reader_calls", "rollover.reader_p99_ms", "rollover.reader_max_ms", "rollover.slowest_call_ms",
-		"memory.used_memory", "memory.bytes_per_board_member", "memory.bytes_per_dedupe_key", "memory.bytes_per_dedupe_key_all",
-		"memory.board_members", "memory.dedupe_keys", "machine.cpus"} {
+		"memory.used_memory", "memory.bytes_per_board_member", "memory.bytes_per_dedupe_id", "memory.bytes_per_dedupe_id_all",
+		"memory.board_members", "memory.dedupe_ids", "machine.cpus"} {
 		num(f)
 	}
 	// Counts that do not depend on speed.

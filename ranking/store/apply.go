@@ -18,6 +18,7 @@ type call struct {
 	gorder []*callGroup
 	events [][]int      // per event: indexes of its updates in the Apply input
 	ids    []string     // per event: its message ID
+	keys   []idKey      // per event: where its ID is held (dedupe.go)
 	ups    []updateArgs // the events' updates, in order
 	nups   int
 	view   *Store // the generation it writes
@@ -470,6 +471,7 @@ func (c *call) addEvent(s *Store, id string, ups []*ranking.Update, tags []strin
 	c.events = append(c.events, idx)
 	c.nups += len(idx)
 	c.ids = append(c.ids, id)
+	c.keys = append(c.keys, dedupeKey(id))
 	for _, i := range idx {
 		u := ups[i]
 		g := c.groups[tags[i]]
@@ -507,8 +509,9 @@ func (c *call) addEvent(s *Store, id string, ups []*ranking.Update, tags []strin
 // covers N-1 periods on each side of the periods used.
 func (c *call) args(s *Store, head positionArgs, spans []spanArgs, marks []markArgs) []any {
 	remap := make([][]int, len(c.gorder)) // group -> old index -> new index
-	args := make([]any, 0, 12+len(spanFields)*len(spans)+len(markFields)*len(marks)+len(c.gorder)*8+2*len(c.ids)+len(updateFields)*len(c.ups))
-	args = append(args, s.prefix, s.dedupePrefix(c.slot), s.ttl.Milliseconds())
+	args := make([]any, 0, 12+len(spanFields)*len(spans)+len(markFields)*len(marks)+len(dedupeFields)+len(c.gorder)*8+
+		len(eventFields)*len(c.ids)+len(updateFields)*len(c.ups))
+	args = append(args, s.prefix, s.dedupePrefix(c.slot))
 	args = head.add(args)
 	for i := range spans {
 		args = spans[i].add(args)
@@ -516,6 +519,8 @@ func (c *call) args(s *Store, head positionArgs, spans []spanArgs, marks []markA
 	for i := range marks {
 		args = marks[i].add(args)
 	}
+	dd := dedupeArgs{ttlMs: s.ttl.Milliseconds()}
+	args = dd.add(args)
 	// the boards of the call, once each
 	bidx := map[*boardState]int{}
 	var boards []*boardState
@@ -568,7 +573,7 @@ func (c *call) args(s *Store, head positionArgs, spans []spanArgs, marks []markA
 	next := 0
 	for e, id := range c.ids {
 		n := len(c.events[e])
-		ev := eventArgs{id: id, n: n}
+		ev := eventArgs{id: id, n: n, idKey: c.keys[e]}
 		args = ev.add(args)
 		for _, u := range c.ups[next : next+n] {
 			u.gp = luaLateGP

@@ -209,7 +209,10 @@ var luaConsts = []struct {
 	{"GENS_OP_READ", gensOpRead}, {"GENS_OP_LOCK", gensOpLock}, {"GENS_OP_RENEW", gensOpRenew}, {"GENS_OP_UNLOCK", gensOpUnlock},
 	{"GENS_OP_BUILD", gensOpBuild}, {"GENS_OP_SWITCH", gensOpSwitch}, {"GENS_OP_PENDING", gensOpPending}, {"GENS_OP_DROPPED", gensOpDropped},
 	{"HEADROOM", luaHeadroom}, {"MAX_UNPACK", luaMaxUnpack}, {"MIN_TTL_MS", luaMinTTLMs},
-	{"UPDATE_ARGS", len(updateFields)},
+	{"UPDATE_ARGS", len(updateFields)}, {"EVENT_ARGS", len(eventFields)},
+	{"DD_META", ddMeta}, {"DD_SWEEP", ddSweep}, {"DD_INC", ddInc}, {"DD_DYING", ddDying}, {"DD_VERDICTS", ddVerdicts},
+	{"DD_MIN_SETS", ddMinSets}, {"DD_FILL", ddFill}, {"DD_GROWTH", ddGrowth}, {"DD_LAYER_AT", ddLayerAt},
+	{"DD_SWEEP_KEYS", ddSweepKeys}, {"DD_SWEEP_MS", ddSweepMs},
 }
 
 // luaPrelude returns the Lua source every script is loaded behind: the
@@ -281,15 +284,26 @@ func (g *groupArgs) add(args []any) []any { return append(args, g.tag, g.board) 
 // eventArgs is the ARGV head of one event of an apply call; its updates
 // follow.
 type eventArgs struct {
-	id string // its message ID (its dedupe key: the call's dedupe key prefix + the ID)
-	n  int    // number of updates
+	id    string // its message ID
+	n     int    // number of updates
+	idKey        // its ID's shard hash and fingerprint (dedupe.go)
 }
 
 // eventFields are the Lua names apply.lua reads an eventArgs into, in ARGV
 // order.
-var eventFields = []string{"id", "nu"}
+var eventFields = []string{"id", "nu", "sh", "fp"}
 
-func (e *eventArgs) add(args []any) []any { return append(args, e.id, e.n) }
+func (e *eventArgs) add(args []any) []any { return append(args, e.id, e.n, e.sh, e.fp) }
+
+// dedupeArgs is the ARGV of an apply call's dedupe (dedupe.go).
+type dedupeArgs struct {
+	ttlMs int64 // how long an ID is remembered at least (a bucket's width)
+}
+
+// dedupeFields are dedupeArgs' Lua names, in ARGV order.
+var dedupeFields = []string{"ttl"}
+
+func (d *dedupeArgs) add(args []any) []any { return append(args, d.ttlMs) }
 
 // positionArgs is the ARGV head of an apply call that checks where the
 // partitions of its batch stand (Store.ApplyFrom) or writes stream time

@@ -55,6 +55,7 @@ func TestLuaContract(t *testing.T) {
 		{"local P = {", positionFields, len((&positionArgs{}).add(nil))},
 		{"local sp = {", spanFields, len((&spanArgs{}).add(nil))},
 		{"local mk = {", markFields, len((&markArgs{}).add(nil))},
+		{"local DD = {", dedupeFields, len((&dedupeArgs{}).add(nil))},
 	} {
 		if got := readOrder(t, "apply.lua", c.start); !slices.Equal(got, c.fields) {
 			t.Errorf("apply.lua reads %q as\n%v\ncontract.go has\n%v", c.start, got, c.fields)
@@ -70,8 +71,8 @@ func TestLuaContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := regexp.MustCompile(`local (\w+), (\w+) = A\[pos\], tonumber\(A\[pos \+ 1\]\)`).FindStringSubmatch(string(src)); m == nil {
-		t.Errorf("apply.lua does not read an event head as local <key>, <n> = A[pos], tonumber(A[pos + 1])")
+	if m := regexp.MustCompile(`local (\w+), (\w+), (\w+), (\w+) = A\[pos\], tonumber\(A\[pos \+ 1\]\), tonumber\(A\[pos \+ 2\]\), A\[pos \+ 3\]`).FindStringSubmatch(string(src)); m == nil {
+		t.Errorf("apply.lua does not read an event head as local <id>, <n>, <shard>, <fp> = A[pos], tonumber(A[pos + 1]), ...")
 	} else if got := m[1:]; !slices.Equal(got, eventFields) {
 		t.Errorf("apply.lua reads an event head as\n%v\ncontract.go eventFields is\n%v", got, eventFields)
 	}

@@ -2,12 +2,13 @@
 -- atomically. Built by apply.go; the semantics are the package doc of ranking/store.
 --
 -- KEYS[1]  any key of the call's slot (routing only)
--- ARGV     prefix, dedupe key prefix, dedupe TTL ms, positionArgs, nSpans x
---          spanArgs, nMarks x markArgs (contract.go), nBoards, nBoards x
+-- ARGV     prefix, dedupe key prefix, positionArgs, nSpans x spanArgs,
+--          nMarks x markArgs (contract.go), dedupeArgs, nBoards, nBoards x
 --          boardArgs (contract.go), nGroups, per group (stream): groupArgs,
 --            nPeriods, nPeriods x (id, startMs, endMs) (consecutive periods);
---          nEvents, per event: eventArgs (its message ID, nUpdates; its
---            dedupe key is the dedupe key prefix + the ID), nUpdates x updateArgs (gp: the
+--          nEvents, per event: eventArgs (its message ID, nUpdates, its
+--            ID's shard hash and fingerprint: see below), nUpdates x
+--            updateArgs (gp: the
 --            update's (stream, period) pair, numbering the periods of the
 --            streams' tables in order from 1; LATE_GP: judged late by the
 --            caller from the stream time of the event's partition)
@@ -17,7 +18,7 @@
 --          ST_REPEAT_LATE or ST_REPEAT_RANGE.
 --
 -- Numbers are passed to redis.call as integer strings (int, prelude.lua).
-local prefix, dprefix, dttl = nx(), nx(), nx() -- TTL stays a string: no number formatting per event
+local prefix, dprefix = nx(), nx()
 
 -- Continuity (Store.ApplyFrom): the call names, per partition of its batch,
 -- the position record it expects and the one it leaves, and the generation
@@ -60,6 +61,67 @@ if P.nspan > 0 then
   for _, sp in ipairs(SP) do hs[#hs + 1] = sp.f; hs[#hs + 1] = sp.set end
   call('HSET', P.poskey, unpack(hs))
 end
+-- Dedupe (dedupe.go). A message ID is held as a 64-bit fingerprint (fp,
+-- an integer, so a set of them is an intset: 8 bytes each) in a set of
+-- the bucket of the time it was added (Redis' clock, buckets one TTL
+-- wide), chosen by a 31-bit shard hash (sh) independent of fp. An ID is
+-- new when it is in neither the current nor the previous bucket. A
+-- bucket's sets form layers: layer j has s0 * DD_GROWTH^(j-1) sets, and an
+-- ID is in the set (sh mod size) of one layer. New IDs go to the last
+-- layer; a layer is added when the last one holds DD_LAYER_AT IDs per set
+-- on average, and a new bucket starts with enough sets for DD_FILL IDs
+-- each at the count of the previous one. The meta hash (DD_META) holds per
+-- bucket "inc:s0:layers:n:t": its incarnation (key names), first layer
+-- size, layers, IDs in the last layer and IDs in all. A bucket older than
+-- the previous one is deleted, DD_SWEEP_KEYS keys per call. Verdicts other
+-- than applied are kept in the bucket's hash (DD_VERDICTS).
+local DD = {ttl = nn()}
+local dmeta = dprefix .. DD_META
+local BK = {} -- the previous bucket (if any), then the current one
+do
+  local tm = call('TIME')
+  DD.now = tonumber(tm[1]) * 1000 + floor(tonumber(tm[2]) / 1000)
+  local cur = floor(DD.now / DD.ttl)
+  local m = call('HMGET', dmeta, DD_SWEEP, int(cur - 1), int(cur))
+  DD.sweep = tonumber(m[1]) or 0
+  local function open(id, d)
+    local inc, s0, l, n, t = string.match(d, '^(%d+):(%d+):(%d+):(%d+):(%d+)$')
+    local bk = {id = id, added = 0, inc = inc, s0 = tonumber(s0), l = tonumber(l), n = tonumber(n), t = tonumber(t)}
+    bk.kb = dprefix .. id .. '.' .. inc .. '.'
+    bk.vk = bk.kb .. DD_VERDICTS
+    bk.size, bk.lk = {bk.s0}, {}
+    for j = 2, bk.l do bk.size[j] = bk.size[j - 1] * DD_GROWTH end
+    for j = 1, bk.l do bk.lk[j] = bk.kb .. j .. ':' end
+    return bk
+  end
+  local prev
+  if m[2] then prev = open(int(cur - 1), m[2]); BK[1] = prev end
+  local d = m[3]
+  if not d then
+    -- a new bucket, sized from the previous one's count
+    local s0 = DD_MIN_SETS
+    while prev and s0 * DD_FILL < prev.t do s0 = s0 * 2 end
+    d = int(call('HINCRBY', dmeta, DD_INC, 1)) .. ':' .. int(s0) .. ':1:0:0'
+  end
+  DD.cur = open(int(cur), d)
+  BK[#BK + 1] = DD.cur
+end
+-- fresh adds fp to the current bucket unless a bucket holds it; true when
+-- added
+local function fresh(sh, fp)
+  for _, b in ipairs(BK) do
+    for j = 1, b.l do
+      if b == DD.cur and j == b.l then break end
+      if call('SISMEMBER', b.lk[j] .. (sh % b.size[j]), fp) == 1 then return false, b end
+    end
+  end
+  local b = DD.cur
+  local l = b.l
+  if call('SADD', b.lk[l] .. (sh % b.size[l]), fp) == 0 then return false, b end
+  b.added = b.added + 1
+  return true, b
+end
+
 local B = {}
 for bi = 1, nn() do
   local b = {window = nn(), agg = nn(), mode = nn(), tbits = nn(), unit = nn(), lo = nn(), hi = nn(), keep = nn(),
@@ -206,15 +268,16 @@ end
 -- evoff[e+1]-1]; bad[e] marks an original event with a verdict other than
 -- applied (stored with its dedupe key at the end).
 local C, GPOF, evoff, evpos, dupof, bad = {}, {}, {}, {}, {}, {} -- GPOF: the update's gp, by verdict index
+local evbk, evfp = {}, {} -- per event: its dedupe bucket and fingerprint
 local nc, orig = 0, nil
 local slowq, slowc, slowe, slowg, slowp, nslow = {}, {}, {}, {}, {}, 0
 local nev = nn()
 for e = 1, nev do
-  local id, nu = A[pos], tonumber(A[pos + 1])
-  local dkey = dprefix .. id
-  pos = pos + 2
-  evpos[e], evoff[e] = pos, nc + 1
-  if not call('SET', dkey, ST_APPLIED, 'NX', 'PX', dttl) then
+  local id, nu, sh, fp = A[pos], tonumber(A[pos + 1]), tonumber(A[pos + 2]), A[pos + 3]
+  pos = pos + EVENT_ARGS
+  local isnew, bk = fresh(sh, fp)
+  evpos[e], evoff[e], evbk[e], evfp[e] = pos, nc + 1, bk, fp
+  if not isnew then
     -- duplicate: its verdicts are filled in at the end, from the original
     -- (earlier in this call, or stored in the dedupe key by an earlier call).
     -- The originals of this call are indexed by dedupe key from the first
@@ -222,10 +285,10 @@ for e = 1, nev do
     if orig == nil then
       orig = {}
       for o = 1, e - 1 do
-        if not dupof[o] then orig[A[evpos[o] - 2]] = o end -- by message ID
+        if not dupof[o] then orig[A[evpos[o] - EVENT_ARGS]] = o end -- by message ID
       end
     end
-    dupof[e] = orig[id] or call('GET', dkey) or ''
+    dupof[e] = orig[id] or call('HGET', bk.vk, fp) or ''
     nc = nc + nu
   else
     if orig ~= nil then orig[id] = e end
@@ -272,7 +335,7 @@ load()
 for k = 1, nslow do
   local q, e, g = slowq[k], slowe[k], slowg[k]
   local msgid -- only last boards compare message IDs
-  if g.agg == AGG_LAST then msgid = A[evpos[e] - 2] end
+  if g.agg == AGG_LAST then msgid = A[evpos[e] - EVENT_ARGS] end
   local c = judge(g, slowp[k], A[q + U_MEMBER], tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME]),
                   A[q + U_BASE], msgid)
   C[slowc[k]] = c
@@ -491,7 +554,7 @@ for e = 1, nev do
   if not dupof[e] then
     local off, nu = evoff[e], evoff[e + 1] - evoff[e]
     if nu == 1 then out[e] = C[off] else out[e] = table.concat(C, '', off, off + nu - 1) end
-    if bad[e] then call('SET', dprefix .. A[evpos[e] - 2], out[e], 'XX', 'KEEPTTL') end
+    if bad[e] then call('HSET', evbk[e].vk, evfp[e], out[e]) end
     for c = off, off + nu - 1 do
       if C[c] == ST_APPLIED then
         local k = GPOF[c]
@@ -525,5 +588,58 @@ for k, n in pairs(cnt) do
     counted[ck] = true
     call('PEXPIRE', ck, int(g.metattl))
   end
+end
+
+-- dedupe: the current bucket's counts, a new layer when its last one is
+-- full, and the sweep of buckets older than the previous one
+do
+  local b = DD.cur
+  local n, l = b.n + b.added, b.l
+  if n > DD_LAYER_AT * b.size[l] then l, n = l + 1, 0 end
+  call('HSET', dmeta, b.id, b.inc .. ':' .. int(b.s0) .. ':' .. int(l) .. ':' .. int(n) .. ':' .. int(b.t + b.added))
+end
+if DD.now >= DD.sweep then
+  local all, budget, more = call('HGETALL', dmeta), DD_SWEEP_KEYS, false
+  local oldest = tonumber(DD.cur.id) - 1
+  local dying = {}
+  for i = 1, #all, 2 do
+    local f, v = all[i], all[i + 1]
+    if string.match(f, '^%-?%d+$') then
+      if tonumber(f) < oldest then
+        -- every ID of the bucket was added at least the TTL ago
+        local inc, s0, l = string.match(v, '^(%d+):(%d+):(%d+):')
+        call('HDEL', dmeta, f)
+        local x, xv = DD_DYING .. f .. '.' .. inc, s0 .. ':' .. l .. ':1:0'
+        call('HSET', dmeta, x, xv)
+        dying[#dying + 1] = {x, xv}
+      end
+    elseif string.sub(f, 1, #DD_DYING) == DD_DYING then
+      dying[#dying + 1] = {f, v}
+    end
+  end
+  for _, d in ipairs(dying) do
+    if budget <= 0 then more = true; break end
+    local kb = dprefix .. string.sub(d[1], #DD_DYING + 1) .. '.'
+    local s0, l, j, k = string.match(d[2], '^(%d+):(%d+):(%d+):(%d+)$')
+    s0, l, j, k = tonumber(s0), tonumber(l), tonumber(j), tonumber(k)
+    while budget > 0 and j <= l do
+      local size = s0 * DD_GROWTH ^ (j - 1)
+      local keys = {}
+      while k < size and #keys < budget do keys[#keys + 1] = kb .. j .. ':' .. int(k); k = k + 1 end
+      if #keys > 0 then call('UNLINK', unpack(keys)) end
+      budget = budget - #keys
+      if k >= size then j, k = j + 1, 0 end
+    end
+    if j > l then
+      call('UNLINK', kb .. DD_VERDICTS)
+      call('HDEL', dmeta, d[1])
+    else
+      call('HSET', dmeta, d[1], int(s0) .. ':' .. int(l) .. ':' .. int(j) .. ':' .. int(k))
+      more = true
+    end
+  end
+  local nxt = DD.now + math.min(DD_SWEEP_MS, DD.ttl)
+  if more then nxt = DD.now end
+  call('HSET', dmeta, DD_SWEEP, int(nxt))
 end
 return out

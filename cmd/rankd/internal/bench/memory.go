@@ -9,12 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// dedupeSample is how many dedupe keys MEMORY USAGE is asked about.
-const dedupeSample = 2000
-
 // memory measures Redis' memory after the rankd drain: MEMORY USAGE of
-// every board key (SAMPLES 0: exact) with ZCARD of the sorted sets, and of
-// a sample of dedupe keys; INFO memory's used_memory against that of the
+// every key (SAMPLES 0: exact), with ZCARD of the boards' sorted sets and
+// SCARD of the dedupe sets (the IDs held); INFO memory's used_memory against that of the
 // emptied server (read after the flush, before the drain).
 func (e *env) memory(ctx context.Context) (*Memory, error) {
 	if e.o.skipped(PhaseRankd) {
@@ -27,55 +24,47 @@ func (e *env) memory(ctx context.Context) (*Memory, error) {
 		return nil, err
 	}
 	m.UsedMemory = used
-	// Board keys are "<prefix>:{tag}:...", dedupe keys "<prefix>:d:<id>";
-	// the rest (dims registries, stream-time marks, generations) is other.
+	// Board keys are "<prefix>:{tag}:...", dedupe keys "<prefix>:d:..."
+	// (ID sets, verdict hashes, the buckets' meta hash); the rest (dims
+	// registries, stream-time marks, generations) is other.
 	dedupe := rankdPrefix + ":d:"
 	boardPrefix := rankdPrefix + ":{"
-	var sampled, sampleBytes int64
 	err = e.scan(ctx, "*", func(keys []string) error {
-		var rest []string
 		pipe := e.admin.Pipeline()
-		var sample []*redis.IntCmd
-		for _, k := range keys {
-			if !strings.HasPrefix(k, dedupe) {
-				rest = append(rest, k)
-				continue
-			}
-			m.DedupeKeys++
-			if sampled+int64(len(sample)) < dedupeSample {
-				sample = append(sample, pipe.MemoryUsage(ctx, k, 0))
-			}
-		}
-		types := make([]*redis.StatusCmd, len(rest))
-		for i, k := range rest {
+		types := make([]*redis.StatusCmd, len(keys))
+		for i, k := range keys {
 			types[i] = pipe.Type(ctx, k)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return err
 		}
-		for _, c := range sample {
-			sampled++
-			sampleBytes += c.Val()
-		}
-		usage := make([]*redis.IntCmd, len(rest))
-		cards := make([]*redis.IntCmd, len(rest))
-		for i, k := range rest {
+		usage := make([]*redis.IntCmd, len(keys))
+		cards := make([]*redis.IntCmd, len(keys))
+		for i, k := range keys {
 			usage[i] = pipe.MemoryUsage(ctx, k, 0)
-			if types[i].Val() == "zset" && strings.HasPrefix(k, boardPrefix) {
+			switch {
+			case types[i].Val() == "zset" && strings.HasPrefix(k, boardPrefix):
 				cards[i] = pipe.ZCard(ctx, k)
+			case types[i].Val() == "set" && strings.HasPrefix(k, dedupe):
+				cards[i] = pipe.SCard(ctx, k)
 			}
 		}
-		if len(rest) > 0 {
-			if _, err := pipe.Exec(ctx); err != nil {
-				return err
-			}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
 		}
-		for i := range rest {
-			if cards[i] != nil {
+		for i, k := range keys {
+			switch {
+			case strings.HasPrefix(k, dedupe):
+				m.DedupeKeys++
+				m.DedupeBytes += usage[i].Val()
+				if cards[i] != nil {
+					m.DedupeIDs += cards[i].Val()
+				}
+			case cards[i] != nil:
 				m.BoardKeys++
 				m.BoardMembers += cards[i].Val()
 				m.BoardBytes += usage[i].Val()
-			} else {
+			default:
 				m.OtherKeys++
 				m.OtherBytes += usage[i].Val()
 			}
@@ -88,12 +77,9 @@ func (e *env) memory(ctx context.Context) (*Memory, error) {
 	if m.BoardMembers > 0 {
 		m.BytesPerBoardMember = round(float64(m.BoardBytes)/float64(m.BoardMembers), 1)
 	}
-	m.DedupeSampled = int(sampled)
-	if sampled > 0 {
-		m.BytesPerDedupeKey = round(float64(sampleBytes)/float64(sampled), 1)
-	}
-	if m.DedupeKeys > 0 {
-		m.BytesPerDedupeKeyAll = round(float64(m.UsedMemory-m.UsedMemoryEmpty-m.BoardBytes-m.OtherBytes)/float64(m.DedupeKeys), 1)
+	if m.DedupeIDs > 0 {
+		m.BytesPerDedupeID = round(float64(m.DedupeBytes)/float64(m.DedupeIDs), 1)
+		m.BytesPerDedupeIDAll = round(float64(m.UsedMemory-m.UsedMemoryEmpty-m.BoardBytes-m.OtherBytes)/float64(m.DedupeIDs), 1)
 	}
 	m.BytesPerEvent = round(float64(m.UsedMemory-m.UsedMemoryEmpty)/float64(e.o.Events), 1)
 	return m, nil

@@ -148,15 +148,18 @@ type Memory struct {
 	BytesPerBoardMember float64 `json:"bytes_per_board_member"`
 	OtherKeys           int64   `json:"other_keys"`  // hashes, sets, strings of the boards
 	OtherBytes          int64   `json:"other_bytes"` // their MEMORY USAGE
-	DedupeKeys          int64   `json:"dedupe_keys"`
-	// BytesPerDedupeKey is the mean MEMORY USAGE of DedupeSampled dedupe
-	// keys (key, value and dict entry).
-	BytesPerDedupeKey float64 `json:"bytes_per_dedupe_key"`
-	DedupeSampled     int     `json:"dedupe_keys_sampled"`
-	// BytesPerDedupeKeyAll is (used_memory - used_memory_empty - board
-	// and other bytes) / dedupe keys: what MEMORY USAGE leaves out (the
-	// TTL's entry in the expires dict, allocator overhead) included.
-	BytesPerDedupeKeyAll float64 `json:"bytes_per_dedupe_key_all"`
+	// Dedupe: the message IDs held (fingerprints in sets: the sum of their
+	// SCARD) and the keys holding them (sets, verdict hashes, the meta
+	// hash), with their MEMORY USAGE.
+	DedupeIDs   int64 `json:"dedupe_ids"`
+	DedupeKeys  int64 `json:"dedupe_keys"`
+	DedupeBytes int64 `json:"dedupe_bytes"`
+	// BytesPerDedupeID is DedupeBytes / DedupeIDs.
+	BytesPerDedupeID float64 `json:"bytes_per_dedupe_id"`
+	// BytesPerDedupeIDAll is (used_memory - used_memory_empty - board
+	// and other bytes) / dedupe IDs: what MEMORY USAGE leaves out
+	// (allocator overhead, the keyspace's dict) included.
+	BytesPerDedupeIDAll float64 `json:"bytes_per_dedupe_id_all"`
 	// Per event: (used_memory - used_memory_empty) / events.
 	BytesPerEvent float64 `json:"bytes_per_event"`
 }
@@ -308,9 +311,9 @@ func (r *Result) WriteTable(w io.Writer) {
 			p.Events, p.EventsPerSec, p.Seconds, p.TotalSeconds)
 	}
 	if mm := r.Memory; mm != nil {
-		fmt.Fprintf(w, "memory: %.1f bytes per board member (%d members in %d sorted sets, %s), %.1f bytes per dedupe key (MEMORY USAGE of %d; %.1f with the TTL and allocator overhead), %s after the rankd drain (%.0f bytes per event)\n",
-			mm.BytesPerBoardMember, mm.BoardMembers, mm.BoardKeys, mib(mm.BoardBytes), mm.BytesPerDedupeKey, mm.DedupeSampled,
-			mm.BytesPerDedupeKeyAll, mib(mm.UsedMemory), mm.BytesPerEvent)
+		fmt.Fprintf(w, "memory: %.1f bytes per board member (%d members in %d sorted sets, %s), %.1f bytes per message ID held (%d IDs in %d keys, %s; %.1f with allocator overhead), %s after the rankd drain (%.0f bytes per event)\n",
+			mm.BytesPerBoardMember, mm.BoardMembers, mm.BoardKeys, mib(mm.BoardBytes), mm.BytesPerDedupeID, mm.DedupeIDs, mm.DedupeKeys,
+			mib(mm.DedupeBytes), mm.BytesPerDedupeIDAll, mib(mm.UsedMemory), mm.BytesPerEvent)
 	}
 	for _, d := range []*Drain{r.Drain.Rankd, r.Drain.Naive, r.Drain.Seed} {
 		if d != nil {

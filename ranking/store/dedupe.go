@@ -1,0 +1,63 @@
+package store
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"strconv"
+)
+
+// Dedupe: how apply.lua remembers message IDs.
+//
+// A message ID is not stored. Its SHA-256 gives two independent numbers:
+// a 64-bit fingerprint, stored as a member of a Redis set of integers
+// (an intset: 8 bytes per member), and a 31-bit shard hash that picks
+// which set. The sets are grouped in buckets by the time an ID was added
+// (Redis' clock), one dedupe TTL wide: an ID is new when neither the
+// current nor the previous bucket holds it, and the bucket before those
+// is deleted, so an ID is remembered between one and two TTLs. Within a
+// bucket the sets form layers of ddMinSets·ddGrowth^j sets. New IDs go to
+// the last layer; a bucket gets a new layer when the last one holds
+// ddLayerAt IDs per set on average, and a new bucket starts with enough
+// sets for ddFill IDs each at the count of the previous one, so a steady
+// stream lands in one right-sized layer. An intset stays compact up to
+// 512 members (Redis' set-max-intset-entries), far above what the sizing
+// puts in a set.
+//
+// The check is SET NX's: SISMEMBER on the older sets and SADD on the
+// current one, in the same script call as the event's updates. A false
+// duplicate (a new ID whose fingerprint is already in a set it is checked
+// against) drops an event; its probability, per new ID, is the number of
+// fingerprints in those sets over 2^64. docs/dedupe.md gives the bound and
+// the memory figures.
+//
+// Old buckets are deleted by the apply calls themselves: ddSweepKeys keys
+// per call at most, a sweep every ddSweepMs.
+const (
+	ddMeta      = "m"   // the buckets' meta hash (after the dedupe prefix)
+	ddSweep     = "sw"  // meta: when the next sweep is due (ms)
+	ddInc       = "inc" // meta: the last bucket incarnation handed out
+	ddDying     = "x"   // meta: + "<bucket>.<inc>": a bucket being deleted
+	ddVerdicts  = "v"   // a bucket's verdicts other than applied (after its key base)
+	ddMinSets   = 1024  // sets of a bucket's first layer, at least
+	ddFill      = 12    // IDs per set a new bucket is sized for at most (docs/dedupe.md: the false-duplicate bound)
+	ddGrowth    = 16    // each layer has this many times the sets of the one before
+	ddLayerAt   = 64    // IDs per set on average that start a new layer
+	ddSweepKeys = 512   // keys a call deletes at most
+	ddSweepMs   = 60000 // between two sweeps (at most the TTL)
+)
+
+// idKey is where a message ID is held: its shard hash and fingerprint,
+// rendered for the script.
+type idKey struct {
+	sh uint32 // below 2^31
+	fp string // a signed 64-bit integer in decimal
+}
+
+// dedupeKey returns the shard hash and fingerprint of a message ID.
+func dedupeKey(id string) idKey {
+	h := sha256.Sum256([]byte(id))
+	return idKey{
+		sh: binary.BigEndian.Uint32(h[8:12]) >> 1,
+		fp: strconv.FormatInt(int64(binary.BigEndian.Uint64(h[0:8])), 10),
+	}
+}
