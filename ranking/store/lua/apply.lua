@@ -106,18 +106,26 @@ do
   DD.cur = open(int(cur), d)
   BK[#BK + 1] = DD.cur
 end
--- fresh adds fp to the current bucket unless a bucket holds it; true when
--- added
-local function fresh(sh, fp)
-  for _, b in ipairs(BK) do
-    for j = 1, b.l do
-      if b == DD.cur and j == b.l then break end
-      if call('SISMEMBER', b.lk[j] .. (sh % b.size[j]), fp) == 1 then return false, b end
+-- the sets an ID is looked up in (older layers of the current bucket,
+-- then the previous bucket's), flattened: key base, size, bucket
+local CK, CS, CB, nck = {}, {}, {}, 0
+for _, b in ipairs(BK) do
+  for j = 1, b.l do
+    if not (b == DD.cur and j == b.l) then
+      nck = nck + 1
+      CK[nck], CS[nck], CB[nck] = b.lk[j], b.size[j], b
     end
   end
+end
+local AK, AS = DD.cur.lk[DD.cur.l], DD.cur.size[DD.cur.l]
+-- fresh adds fp to the current bucket's last layer unless a set holds it;
+-- it returns whether it added it, and the bucket that holds it
+local function fresh(sh, fp)
+  for i = 1, nck do
+    if call('SISMEMBER', CK[i] .. (sh % CS[i]), fp) == 1 then return false, CB[i] end
+  end
   local b = DD.cur
-  local l = b.l
-  if call('SADD', b.lk[l] .. (sh % b.size[l]), fp) == 0 then return false, b end
+  if call('SADD', AK .. (sh % AS), fp) == 0 then return false, b end
   b.added = b.added + 1
   return true, b
 end
