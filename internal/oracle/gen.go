@@ -450,11 +450,17 @@ func Boards() []*ranking.Board {
 	firstTotal.Aggregate, firstTotal.Tiebreak, firstTotal.TieUnit = ranking.AggMax, ranking.TieFirst, time.Minute
 	firstTotal.TieEpoch, firstTotal.TieHorizon = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), 10*24*time.Hour
 
+	// A sum with minute ties over the same horizon: updates after it are
+	// out of range.
+	tieTotal := total("tie_total")
+	tieTotal.Tiebreak, tieTotal.TieUnit = ranking.TieFirst, time.Minute
+	tieTotal.TieEpoch, tieTotal.TieHorizon = firstTotal.TieEpoch, firstTotal.TieHorizon
+
 	week := periodic("week_sum", "1w", ny, 30*time.Minute)
 	week.WeekStart, week.Tiebreak = time.Sunday, ranking.TieLast
 
 	return []*ranking.Board{totalSum, zone30, bestDay, fastDay, last1h, roll7d, roll90m, top5, clearDay,
-		base, firstTotal, week, hotDay, statsLast}
+		base, firstTotal, tieTotal, week, hotDay, statsLast}
 }
 
 func mustZone(name string) *time.Location {

@@ -258,7 +258,7 @@ type boardArgs struct {
 	retentionMs int64 // 0: keys are kept
 	metaTTLMs   int64 // 0: kept
 	tieEpochMs  int64
-	fast        bool // plain sum without tie, keep_top or base: increments, no reads
+	fast        bool // sum without keep_top or base: updates folded per member (apply.lua's fast path)
 }
 
 // boardFields are boardArgs' Lua names, in ARGV order.

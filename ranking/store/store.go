@@ -113,7 +113,7 @@ type boardState struct {
 	epochMs int64
 	graceMs int64
 	unitMs  int64
-	fast    bool // plain sum board (no tie, keep_top or base): the script increments without reading
+	fast    bool // sum board without keep_top or base: the script folds a call's updates per member before it reads
 }
 
 // newBoardState derives the state of a board that passed Validate and
@@ -132,7 +132,7 @@ func newBoardState(b *ranking.Board) (*boardState, error) {
 			st.tieMode = luaTieDown
 		}
 	}
-	st.fast = b.Aggregate == ranking.AggSum && st.tieMode == luaTieNone && b.KeepTop == 0 && !b.HasBase
+	st.fast = b.Aggregate == ranking.AggSum && b.KeepTop == 0 && !b.HasBase
 	st.hi = c.MaxValue()
 	st.lo = -st.hi
 	if len(b.Sort) > 0 {

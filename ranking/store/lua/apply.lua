@@ -143,7 +143,7 @@ local G, GPG, GPP, ngp = {}, {}, {}, 0 -- gp -> group, period index
 for gi = 1, nn() do
   local g = {tag = nx(), board = nn()}
   for k, v in pairs(B[g.board]) do g[k] = v end
-  g.periods, g.recs, g.touched, g.fd, g.fabs, g.fm = {}, {}, {}, {}, {}, {}
+  g.periods, g.recs, g.touched, g.fd, g.fabs, g.fm, g.fq = {}, {}, {}, {}, {}, {}, {}
   g.kb = prefix .. ':{' .. g.tag .. '}:'
   g.tk = g.kb .. KIND_TOTAL .. ':' .. PERIOD_ALL
   g.gp0 = ngp
@@ -311,23 +311,42 @@ for e = 1, nev do
       else
         local g, pi = GPG[k], GPP[k]
         if g.fast then
-          -- fast path: the update is tentatively applied (see the writes)
+          -- fast path: the update is tentatively applied (see the writes);
+          -- a tie board keeps the latest tie time of the member's updates
           local member, value, t = A[q + U_MEMBER], tonumber(A[q + U_VALUE]), tonumber(A[q + U_TIME])
           if g.st == nil or t > g.st then g.st = t end
           if g.window == WINDOW_ROLLING then
             local ps = g.periods[pi].s
             if g.head == nil or ps > g.head then g.head = ps end
           end
-          local fd, fabs = g.fd[pi], g.fabs[pi]
-          if fd == nil then fd, fabs = {}, {}; g.fd[pi], g.fabs[pi], g.fm[pi] = fd, fabs, {} end
-          local d = fd[member]
-          if d == nil then
-            fd[member], fabs[member] = value, (value < 0 and -value or value)
-            local fm = g.fm[pi]; fm[#fm + 1] = member
-          else
-            fd[member], fabs[member] = d + value, fabs[member] + (value < 0 and -value or value)
+          local tq, inrange = nil, true
+          if g.mode ~= TIE_NONE then
+            tq = floor(t / g.unit)
+            if g.window == WINDOW_TOTAL then
+              local off = tq - floor(g.epoch / g.unit)
+              inrange = off >= 0 and off <= g.tb - 1
+            end
           end
-          C[nc] = ST_APPLIED
+          if inrange then
+            local fd, fabs = g.fd[pi], g.fabs[pi]
+            if fd == nil then fd, fabs = {}, {}; g.fd[pi], g.fabs[pi], g.fm[pi], g.fq[pi] = fd, fabs, {}, {} end
+            local d = fd[member]
+            if d == nil then
+              fd[member], fabs[member] = value, (value < 0 and -value or value)
+              local fm = g.fm[pi]; fm[#fm + 1] = member
+            else
+              fd[member], fabs[member] = d + value, fabs[member] + (value < 0 and -value or value)
+            end
+            if tq ~= nil then
+              local fq = g.fq[pi]
+              local cq = fq[member]
+              if cq == nil or tq > cq then fq[member] = tq end
+            end
+            C[nc] = ST_APPLIED
+          else
+            C[nc] = ST_OUT_OF_RANGE
+            bad[e] = true
+          end
         else
           want(g, pi, A[q + U_MEMBER], A[q + U_BASE])
           nslow = nslow + 1
@@ -351,10 +370,11 @@ for k = 1, nslow do
 end
 
 -- rejudge replays, in order, the fast-path updates of one member of one
--- period from old and returns the final value and whether any was applied;
--- those that would leave the range become out of range.
+-- period from old and returns the final value, whether any was applied
+-- and the latest tie time (absolute) of those applied; those that would
+-- leave the range become out of range.
 local function rejudge(g, gi, pi, member, old)
-  local cur, applied = old, false
+  local cur, applied, aq = old, false, nil
   for e = 1, nev do
     if not dupof[e] then
       local off = evoff[e]
@@ -364,12 +384,16 @@ local function rejudge(g, gi, pi, member, old)
         if C[c] == ST_APPLIED and A[q + U_MEMBER] == member and tonumber(A[q + U_GP]) == g.gp0 + pi then
           local v = tonumber(A[q + U_VALUE])
           if cur + v > g.hi or cur + v < g.lo then C[c] = ST_OUT_OF_RANGE; bad[e] = true
-          else cur = cur + v; applied = true end
+          else
+            cur, applied = cur + v, true
+            local tq = floor(tonumber(A[q + U_TIME]) / g.unit)
+            if aq == nil or tq > aq then aq = tq end
+          end
         end
       end
     end
   end
-  return cur, applied
+  return cur, applied, aq
 end
 
 -- addRoll notes that member's rolling boards S(k), k in [j, min(j+N-1,
@@ -446,30 +470,50 @@ for gi, g in ipairs(G) do
   g.rolls = {}
   -- fast path: one ZMSCORE and one ZADD per key for all its members. The
   -- sum is exact (|old| < 2^52 and the updates' magnitudes sum to at most
-  -- 2^52) and every intermediate value stays in range when |old| + sum|v|
-  -- <= hi; otherwise the member's updates are judged one by one from the
-  -- exact old value.
+  -- 2^52) and every intermediate value stays in range when old + sum|v|
+  -- <= hi and old - sum|v| >= lo; otherwise the member's updates are judged
+  -- one by one from the exact old value. A tie board's member keeps the
+  -- latest tie time of its applied updates (and of its old score).
   for pi, fm in pairs(g.fm) do
     local p = g.periods[pi]
-    local fd, fabs = g.fd[pi], g.fabs[pi]
+    local fd, fabs, fq = g.fd[pi], g.fabs[pi], g.fq[pi]
     local zk = (g.window == WINDOW_TOTAL) and g.tk or p.pk
+    local tie = g.mode ~= TIE_NONE
+    local tbase
+    if g.window == WINDOW_TOTAL then tbase = floor(g.epoch / g.unit) else tbase = p.q end
     local olds = many('ZMSCORE', zk, fm)
     local out = {}
     for i, member in ipairs(fm) do
       local d, ab = fd[member], fabs[member]
       local existed = olds[i] ~= false
-      local old = tonumber(olds[i]) or 0
-      local nv
-      if ab <= HEADROOM and (old < 0 and -old or old) + ab <= g.hi then
+      local old, oq = 0, nil
+      if existed then
+        if tie then
+          local v, q = dec(g.mode, g.tb, tonumber(olds[i]))
+          old, oq = v, q + tbase
+        else
+          old = tonumber(olds[i])
+        end
+      end
+      local nv, nq
+      if ab <= HEADROOM and old + ab <= g.hi and old - ab >= g.lo then
         nv = old + d
+        if tie then nq = fq[member] end
       else
-        local cur, applied = rejudge(g, gi, pi, member, old)
-        if existed or applied then nv = cur; d = cur - old end
+        local cur, applied, aq = rejudge(g, gi, pi, member, old)
+        if existed or applied then nv = cur; d = cur - old; nq = aq end
       end
       if nv ~= nil then
-        out[#out + 1] = int(nv)
+        local q
+        if tie then
+          q = nq
+          if oq ~= nil and (q == nil or oq > q) then q = oq end
+          out[#out + 1] = int(enc(g.mode, g.tb, nv, q - tbase))
+        else
+          out[#out + 1] = int(nv)
+        end
         out[#out + 1] = member
-        if g.window == WINDOW_ROLLING then addRoll(g, pi, member, d, nil) end
+        if g.window == WINDOW_ROLLING then addRoll(g, pi, member, d, q) end
       end
     end
     if #out > 0 then
