@@ -211,7 +211,7 @@ var luaConsts = []struct {
 	{"HEADROOM", luaHeadroom}, {"MAX_UNPACK", luaMaxUnpack}, {"MIN_TTL_MS", luaMinTTLMs},
 	{"UPDATE_ARGS", len(updateFields)}, {"EVENT_ARGS", len(eventFields)},
 	{"DD_META", ddMeta}, {"DD_SWEEP", ddSweep}, {"DD_INC", ddInc}, {"DD_DYING", ddDying}, {"DD_VERDICTS", ddVerdicts},
-	{"DD_MIN_SETS", ddMinSets}, {"DD_FILL", ddFill}, {"DD_GROWTH", ddGrowth}, {"DD_LAYER_AT", ddLayerAt},
+	{"DD_MIN_SETS", ddMinSets}, {"DD_FILL", ddFill}, {"DD_GROWTH", ddGrowth}, {"DD_GROWTH_BITS", ddGrowthBits}, {"DD_LAYER_AT", ddLayerAt},
 	{"DD_SWEEP_KEYS", ddSweepKeys}, {"DD_SWEEP_MS", ddSweepMs},
 }
 

@@ -71,7 +71,7 @@ func TestLuaContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := regexp.MustCompile(`local (\w+), (\w+), (\w+), (\w+) = A\[pos\], tonumber\(A\[pos \+ 1\]\), tonumber\(A\[pos \+ 2\]\), A\[pos \+ 3\]`).FindStringSubmatch(string(src)); m == nil {
+	if m := regexp.MustCompile(`local (\w+), (\w+), (\w+), (\w+) = A\[pos\], tonumber\(A\[pos \+ 1\]\), A\[pos \+ 2\], A\[pos \+ 3\]`).FindStringSubmatch(string(src)); m == nil {
 		t.Errorf("apply.lua does not read an event head as local <id>, <n>, <shard>, <fp> = A[pos], tonumber(A[pos + 1]), ...")
 	} else if got := m[1:]; !slices.Equal(got, eventFields) {
 		t.Errorf("apply.lua reads an event head as\n%v\ncontract.go eventFields is\n%v", got, eventFields)

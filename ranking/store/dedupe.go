@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"strconv"
+	"strings"
 )
 
 // Dedupe: how apply.lua remembers message IDs.
@@ -33,31 +34,33 @@ import (
 // Old buckets are deleted by the apply calls themselves: ddSweepKeys keys
 // per call at most, a sweep every ddSweepMs.
 const (
-	ddMeta      = "m"   // the buckets' meta hash (after the dedupe prefix)
-	ddSweep     = "sw"  // meta: when the next sweep is due (ms)
-	ddInc       = "inc" // meta: the last bucket incarnation handed out
-	ddDying     = "x"   // meta: + "<bucket>.<inc>": a bucket being deleted
-	ddVerdicts  = "v"   // a bucket's verdicts other than applied (after its key base)
-	ddMinSets   = 1024  // sets of a bucket's first layer, at least
-	ddFill      = 12    // IDs per set a new bucket is sized for at most (docs/dedupe.md: the false-duplicate bound)
-	ddGrowth    = 16    // each layer has this many times the sets of the one before
-	ddLayerAt   = 64    // IDs per set on average that start a new layer
-	ddSweepKeys = 512   // keys a call deletes at most
-	ddSweepMs   = 60000 // between two sweeps (at most the TTL)
+	ddMeta       = "m"   // the buckets' meta hash (after the dedupe prefix)
+	ddSweep      = "sw"  // meta: when the next sweep is due (ms)
+	ddInc        = "inc" // meta: the last bucket incarnation handed out
+	ddDying      = "x"   // meta: + "<bucket>.<inc>": a bucket being deleted
+	ddVerdicts   = "v"   // a bucket's verdicts other than applied (after its key base)
+	ddMinSets    = 1024  // sets of a bucket's first layer, at least
+	ddFill       = 12    // IDs per set a new bucket is sized for at most (docs/dedupe.md: the false-duplicate bound)
+	ddGrowth     = 16    // each layer has this many times the sets of the one before
+	ddGrowthBits = 4     // log2(ddGrowth)
+	ddLayerAt    = 64    // IDs per set on average that start a new layer
+	ddSweepKeys  = 256   // keys a call deletes at most
+	ddSweepMs    = 60000 // between two sweeps (at most the TTL)
 )
 
 // idKey is where a message ID is held: its shard hash and fingerprint,
 // rendered for the script.
 type idKey struct {
-	sh uint32 // below 2^31
+	sh string // 31 bits in binary digits: a set's index is a suffix (no number formatting in Lua)
 	fp string // a signed 64-bit integer in decimal
 }
 
 // dedupeKey returns the shard hash and fingerprint of a message ID.
 func dedupeKey(id string) idKey {
 	h := sha256.Sum256([]byte(id))
+	sh := strconv.FormatUint(uint64(binary.BigEndian.Uint32(h[8:12])>>1), 2)
 	return idKey{
-		sh: binary.BigEndian.Uint32(h[8:12]) >> 1,
+		sh: strings.Repeat("0", 31-len(sh)) + sh,
 		fp: strconv.FormatInt(int64(binary.BigEndian.Uint64(h[0:8])), 10),
 	}
 }

@@ -111,10 +111,10 @@ func TestDedupeWindow(t *testing.T) {
 		t.Fatalf("two TTLs on: %d applied, want 1 (a again, c a duplicate)", n)
 	}
 	// three buckets on, the sweep deletes the first two buckets' keys, at
-	// most 512 (of their 2 x 1024 sets and verdicts) per call: what is left
-	// after 5 calls belongs to the last two buckets
+	// most 256 (of their 2 x 1,025 sets and verdicts) per call: what is
+	// left after 10 calls belongs to the last two buckets
 	time.Sleep(time.Until(start.Add(3*ttl + 200*time.Millisecond)))
-	for i := range 5 {
+	for i := range 10 {
 		apply(fmt.Sprint("d", i))
 	}
 	for _, b := range []int64{0, 1} {
@@ -125,8 +125,8 @@ func TestDedupeWindow(t *testing.T) {
 			}
 		}
 	}
-	if v, err := s.Entries(ctx, "dd", nil, ""); err != nil || len(v) != 1 || v[0].Value != 9 {
-		t.Fatalf("board %v (%v), want m=9 (a twice, b, c, d0-d4)", v, err)
+	if v, err := s.Entries(ctx, "dd", nil, ""); err != nil || len(v) != 1 || v[0].Value != 14 {
+		t.Fatalf("board %v (%v), want m=14 (a twice, b, c, d0-d9)", v, err)
 	}
 }
 

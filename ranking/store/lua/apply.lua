@@ -64,7 +64,8 @@ end
 -- Dedupe (dedupe.go). A message ID is held as a 64-bit fingerprint (fp,
 -- an integer, so a set of them is an intset: 8 bytes each) in a set of
 -- the bucket of the time it was added (Redis' clock, buckets one TTL
--- wide), chosen by a 31-bit shard hash (sh) independent of fp. An ID is
+-- wide), chosen by a 31-bit shard hash (sh, sent as 31 binary digits, so
+-- that a set's index is a suffix of it) independent of fp. An ID is
 -- new when it is in neither the current nor the previous bucket. A
 -- bucket's sets form layers: layer j has s0 * DD_GROWTH^(j-1) sets, and an
 -- ID is in the set (sh mod size) of one layer. New IDs go to the last
@@ -89,8 +90,12 @@ do
     local bk = {id = id, added = 0, inc = inc, s0 = tonumber(s0), l = tonumber(l), n = tonumber(n), t = tonumber(t)}
     bk.kb = dprefix .. id .. '.' .. inc .. '.'
     bk.vk = bk.kb .. DD_VERDICTS
-    bk.size, bk.lk = {bk.s0}, {}
-    for j = 2, bk.l do bk.size[j] = bk.size[j - 1] * DD_GROWTH end
+    -- layer j: size[j] sets, indexed by the last bits[j] binary digits of sh
+    bk.size, bk.bits, bk.lk = {bk.s0}, {0}, {}
+    while 2 ^ bk.bits[1] < bk.s0 do bk.bits[1] = bk.bits[1] + 1 end
+    for j = 2, bk.l do
+      bk.size[j], bk.bits[j] = bk.size[j - 1] * DD_GROWTH, bk.bits[j - 1] + DD_GROWTH_BITS
+    end
     for j = 1, bk.l do bk.lk[j] = bk.kb .. j .. ':' end
     return bk
   end
@@ -113,19 +118,19 @@ for _, b in ipairs(BK) do
   for j = 1, b.l do
     if not (b == DD.cur and j == b.l) then
       nck = nck + 1
-      CK[nck], CS[nck], CB[nck] = b.lk[j], b.size[j], b
+      CK[nck], CS[nck], CB[nck] = b.lk[j], -b.bits[j], b
     end
   end
 end
-local AK, AS = DD.cur.lk[DD.cur.l], DD.cur.size[DD.cur.l]
+local AK, AS = DD.cur.lk[DD.cur.l], -DD.cur.bits[DD.cur.l]
 -- fresh adds fp to the current bucket's last layer unless a set holds it;
 -- it returns whether it added it, and the bucket that holds it
 local function fresh(sh, fp)
   for i = 1, nck do
-    if call('SISMEMBER', CK[i] .. (sh % CS[i]), fp) == 1 then return false, CB[i] end
+    if call('SISMEMBER', CK[i] .. string.sub(sh, CS[i]), fp) == 1 then return false, CB[i] end
   end
   local b = DD.cur
-  if call('SADD', AK .. (sh % AS), fp) == 0 then return false, b end
+  if call('SADD', AK .. string.sub(sh, AS), fp) == 0 then return false, b end
   b.added = b.added + 1
   return true, b
 end
@@ -281,7 +286,7 @@ local nc, orig = 0, nil
 local slowq, slowc, slowe, slowg, slowp, nslow = {}, {}, {}, {}, {}, 0
 local nev = nn()
 for e = 1, nev do
-  local id, nu, sh, fp = A[pos], tonumber(A[pos + 1]), tonumber(A[pos + 2]), A[pos + 3]
+  local id, nu, sh, fp = A[pos], tonumber(A[pos + 1]), A[pos + 2], A[pos + 3]
   pos = pos + EVENT_ARGS
   local isnew, bk = fresh(sh, fp)
   evpos[e], evoff[e], evbk[e], evfp[e] = pos, nc + 1, bk, fp
@@ -675,9 +680,20 @@ if DD.now >= DD.sweep then
     local s0, l, j, k = string.match(d[2], '^(%d+):(%d+):(%d+):(%d+)$')
     s0, l, j, k = tonumber(s0), tonumber(l), tonumber(j), tonumber(k)
     while budget > 0 and j <= l do
-      local size = s0 * DD_GROWTH ^ (j - 1)
+      local size, bits = s0 * DD_GROWTH ^ (j - 1), 0
+      while 2 ^ bits < size do bits = bits + 1 end
       local keys = {}
-      while k < size and #keys < budget do keys[#keys + 1] = kb .. j .. ':' .. int(k); k = k + 1 end
+      while k < size and #keys < budget do
+        -- set k's name: k in bits binary digits
+        local d, x = {}, k
+        for i = bits, 1, -1 do
+          local r = x % 2
+          d[i] = string.char(48 + r) -- the digit
+          x = (x - r) / 2
+        end
+        keys[#keys + 1] = kb .. j .. ':' .. table.concat(d)
+        k = k + 1
+      end
       if #keys > 0 then call('UNLINK', unpack(keys)) end
       budget = budget - #keys
       if k >= size then j, k = j + 1, 0 end
