@@ -155,6 +155,10 @@ func TestRebuild(t *testing.T) {
 	if len(boardKeys()) == 0 {
 		t.Fatalf("no board keys of generation %d found", g1)
 	}
+	idKeys := func() []string { return f.RDB.Keys(ctx, f.Prefix+":g"+strconv.Itoa(g1)+":d:*").Val() }
+	if len(idKeys()) == 0 {
+		t.Fatalf("no message IDs of generation %d found", g1)
+	}
 
 	// The second waits for that lock to expire, replaces the first and
 	// deletes its keys.
@@ -171,9 +175,12 @@ func TestRebuild(t *testing.T) {
 		t.Errorf("second rebuild: generation %d, %d keys deleted; want above %d and the first one's keys", res.Generation, res.Deleted, g1)
 	}
 	checkSizes(t, f, obs.sizes, boards, g1, res.Generation, sizes)
-	// Its board keys and dims registries are gone (dedupe keys expire).
+	// Its board keys, dims registries and message IDs are gone.
 	if left := boardKeys(); len(left) != 0 {
 		t.Errorf("%d board keys of generation %d left, e.g. %s", len(left), g1, left[0])
+	}
+	if left := idKeys(); len(left) != 0 {
+		t.Errorf("%d message ID keys of generation %d left, e.g. %s", len(left), g1, left[0])
 	}
 	if _, err := f.Store.Generations(ctx); err != nil {
 		t.Fatal(err)

@@ -382,12 +382,12 @@ func (s *Store) knownBoards(boards []string) error {
 }
 
 // DropGeneration deletes every key of boards in generation g (their sorted
-// sets, hashes, meta and dims registry; dedupe keys are shared by the
-// generation's boards and expire on their own). It makes one SCAN pass over
-// the generation's board keys (on a cluster, over every master) and
-// UNLINKs in chunks of chunk keys, so no call blocks Redis for long (UNLINK
-// frees large values in the background). It returns the number of keys
-// deleted.
+// sets, hashes, meta and dims registry) and, once no board is active or
+// building in g, the generation's message IDs (shared by its boards). It
+// makes one SCAN pass over the generation's board keys (on a cluster, over
+// every master) and UNLINKs in chunks of chunk keys, so no call blocks
+// Redis for long (UNLINK frees large values in the background). It returns
+// the number of keys deleted.
 func (s *Store) DropGeneration(ctx context.Context, g int, boards []string, chunk int) (int, error) {
 	if chunk <= 0 {
 		chunk = 200
@@ -412,6 +412,52 @@ func (s *Store) DropGeneration(ctx context.Context, g int, boards []string, chun
 		board, _, err := ParseTag(rest[:end])
 		return err == nil && drop[board]
 	}
+	total, err := s.scanUnlink(ctx, v, pattern, mine, chunk)
+	if err != nil {
+		return total, err
+	}
+	n, err := v.unlinkKeys(ctx, dims)
+	total += n
+	if err != nil {
+		return total, err
+	}
+	n, err = s.dropDedupe(ctx, g, chunk)
+	return total + n, err
+}
+
+// dropDedupe deletes the message IDs of generation g (its dedupe
+// namespace, docs/dedupe.md) once no board is active or building there:
+// nothing writes it any more, so nothing would sweep it. It returns the
+// keys deleted.
+func (s *Store) dropDedupe(ctx context.Context, g int, chunk int) (int, error) {
+	gens, err := s.Generations(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, bg := range gens {
+		if bg.Active == g || bg.Building == g {
+			return 0, nil
+		}
+	}
+	if g == 0 {
+		for name := range s.boards {
+			if _, ok := gens[name]; !ok {
+				return 0, nil // never replayed: still in generation 0
+			}
+		}
+	}
+	v := s.view(g)
+	pattern := globEscape(v.prefix) + ":d:*"
+	if s.cluster {
+		pattern = globEscape(v.prefix) + ":{*}:d:*"
+	}
+	return s.scanUnlink(ctx, v, pattern, func(string) bool { return true }, chunk)
+}
+
+// scanUnlink makes one SCAN pass over the keys matching pattern (on a
+// cluster, over every master) and UNLINKs those that keep accepts, in
+// chunks of chunk keys. It returns the number deleted.
+func (s *Store) scanUnlink(ctx context.Context, v *Store, pattern string, keep func(string) bool, chunk int) (int, error) {
 	scan := func(ctx context.Context, c redis.Cmdable) (int, error) {
 		deleted := 0
 		var cursor uint64
@@ -422,7 +468,7 @@ func (s *Store) DropGeneration(ctx context.Context, g int, boards []string, chun
 				return deleted, err
 			}
 			for _, k := range keys {
-				if mine(k) {
+				if keep(k) {
 					batch = append(batch, k)
 				}
 			}
@@ -440,9 +486,9 @@ func (s *Store) DropGeneration(ctx context.Context, g int, boards []string, chun
 			}
 		}
 	}
-	var total int
 	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
 		var mu sync.Mutex
+		total := 0
 		err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
 			n, err := scan(ctx, c)
 			mu.Lock()
@@ -450,18 +496,9 @@ func (s *Store) DropGeneration(ctx context.Context, g int, boards []string, chun
 			mu.Unlock()
 			return err
 		})
-		if err != nil {
-			return total, err
-		}
-	} else {
-		n, err := scan(ctx, s.rdb)
-		total += n
-		if err != nil {
-			return total, err
-		}
+		return total, err
 	}
-	n, err := v.unlinkKeys(ctx, dims)
-	return total + n, err
+	return scan(ctx, s.rdb)
 }
 
 // unlinkKeys unlinks keys one command each (keys of a cluster live in
