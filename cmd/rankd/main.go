@@ -18,23 +18,13 @@ import (
 	"context"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 )
 
-// gcPercent is the garbage collector's target when GOGC is not set: the
-// live heap of a running rankd is small (a few batches in flight), so the
-// default of 100 collects every few MB and costs about a tenth of the
-// consumer's CPU (rankd bench --cpuprofile); 400 trades tens of MB of
-// heap for most of that. GOGC in the environment overrides it.
-const gcPercent = 400
 
 func main() {
 	if code, ok := child(); ok { // a server that rankd bench started (cmd_bench.go)
 		os.Exit(code)
-	}
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(gcPercent)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	context.AfterFunc(ctx, stop) // a second Ctrl-C kills at once
