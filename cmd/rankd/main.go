@@ -21,7 +21,6 @@ import (
 	"syscall"
 )
 
-
 func main() {
 	if code, ok := child(); ok { // a server that rankd bench started (cmd_bench.go)
 		os.Exit(code)
