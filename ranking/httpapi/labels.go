@@ -121,19 +121,23 @@ func windowLength(u ranking.Unit, n int) string {
 }
 
 // tieLabel writes the time a member reached its value (an entry's
-// tie_time), in the board's zone: the time of day on boards whose periods
-// last a day or less, with the date otherwise.
+// tie_time), in the board's zone and to its tie unit (minutes, seconds or
+// milliseconds): the time of day on boards whose periods last a day or
+// less, with the date otherwise.
 func tieLabel(b *ranking.Board, t time.Time) string {
 	t = t.In(boardZone(b))
-	layout := "15:04:05"
+	layout := "15:04"
 	switch {
 	case b.Window == ranking.WindowTotal:
-		layout = "2 Jan 2006 15:04:05"
+		layout = "2 Jan 2006 15:04"
 	case b.Window == ranking.WindowRolling || b.Every.Kind == ranking.UnitWeek || b.Every.Kind == ranking.UnitMonth:
-		layout = "2 Jan 15:04:05"
+		layout = "2 Jan 15:04"
 	}
-	if t.Nanosecond() != 0 { // a tie unit below a second
-		layout += ".000"
+	switch {
+	case t.Nanosecond() != 0 || (b.TieUnit > 0 && b.TieUnit < time.Second):
+		layout += ":05.000"
+	case b.TieUnit < time.Minute || t.Second() != 0:
+		layout += ":05"
 	}
 	return t.Format(layout)
 }

@@ -86,6 +86,8 @@ func TestTimeLabels(t *testing.T) {
 		{tieLabel(day, at.Add(250*time.Millisecond)), "14:01:02.250"},
 		{tieLabel(week, at), "26 Nov 14:01:02"},
 		{tieLabel(total, at), "26 Nov 2026 14:01:02"},
+		{tieLabel(&ranking.Board{Window: ranking.WindowRolling, Location: sh, TieUnit: time.Minute}, at.Truncate(time.Minute)), "26 Nov 14:01"},
+		{tieLabel(&ranking.Board{Window: ranking.WindowTotal, TieUnit: time.Millisecond}, at), "26 Nov 2026 06:01:02.000"},
 		{groupDigits("1250000"), "1,250,000"},
 		{groupDigits("-1234.50"), "-1,234.50"},
 		{groupDigits("999"), "999"},

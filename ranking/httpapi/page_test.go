@@ -79,7 +79,7 @@ func TestPage(t *testing.T) {
 			want:    []string{`data-testid="period">all time</span>`, `<option value="current" selected>all time</option>`},
 			notWant: []string{`data-testid="trend"`, `trend-header`, `class="details"`, `value="previous"`}},
 		{name: "sort factors", path: "/?board=kd", status: 200, rows: []string{"p3", "p1", "p2"},
-			want: []string{`data-testid="details">kills 12 · deaths 9 · reached at 21 Nov 2026 11:15:00<`}},
+			want: []string{`data-testid="details">kills 12 · deaths 9 · reached at 21 Nov 2026 11:15<`}},
 		{name: "dims board without dims", path: "/?board=zone", status: 200,
 			want:    []string{`data-testid="status">Pick a value of zone, room to see this board.<`, `placeholder="zone:…,room:…"`},
 			notWant: []string{`<table>`},
