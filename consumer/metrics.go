@@ -63,7 +63,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(1, 2, 14)})),
 		applyDur: register(reg, &errs, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "rankd", Subsystem: "consumer", Name: "apply_duration_seconds",
-			Help:    "Duration of one Sink.Apply call (decode, route and Redis apply of a batch).",
+			Help:    "Time to apply one batch of messages: decode, route and write its updates to Redis (each attempt counts, failed ones too).",
 			Buckets: seconds})),
 		retries: counterVec("consumer", "retries_total",
 			"Retries after transient errors, per operation (fetch, apply, dead_letter, commit).", "op"),
@@ -92,7 +92,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 18)}, // 5ms .. 22min
 			[]string{"topic"})),
 		redisErrors: counter("sink", "redis_errors_total",
-			"Failed Store.Apply calls (transient: the batch is retried)."),
+			"Failed attempts to apply a batch to Redis (Redis unreachable, timing out or refusing; the batch is retried, offsets do not move)."),
 		behind: register(reg, &errs, prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "rankd", Subsystem: "sink", Name: "partitions_behind",
 			Help: "Partitions this process does not apply because it cannot apply them exactly (Redis lost everything it knew of them, or Kafka no longer holds the messages to re-apply); they resume after rankd replay."})),

@@ -26,12 +26,14 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	"gopkg.in/yaml.v3"
 
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
 	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/httpapi"
 	"github.com/rankd/rankd/ranking/store"
 )
 
@@ -213,11 +215,13 @@ func TestCommandHasWhatTheFilesRun(t *testing.T) {
 	}
 }
 
-// metricInfo is what the consumer package registers: every metric name and
-// whether it is a histogram (whose series carry _bucket, _sum, _count).
+// metricInfo is what rankd registers: every metric name and
+// whether it is a histogram (whose series carry _bucket, _sum, _count),
+// and every metric's type and HELP, as a metric family without series.
 type metricInfo struct {
 	names      map[string]bool
 	histograms map[string]bool
+	families   []*dto.MetricFamily
 }
 
 // recorder is a prometheus.Registerer that records the descriptors of what
@@ -227,27 +231,57 @@ type recorder struct {
 	info metricInfo
 }
 
-var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+var descRe = regexp.MustCompile(`fqName: ("(?:[^"\\]|\\.)*"), help: ("(?:[^"\\]|\\.)*")`)
 
 func (r *recorder) Register(c prometheus.Collector) error {
 	if err := r.reg.Register(c); err != nil {
 		return err
 	}
-	_, hist := c.(prometheus.Histogram)
-	if _, ok := c.(*prometheus.HistogramVec); ok {
-		hist = true
-	}
+	typ := metricType(c)
 	ch := make(chan *prometheus.Desc, 16)
 	go func() { c.Describe(ch); close(ch) }()
 	for d := range ch {
-		if m := fqName.FindStringSubmatch(d.String()); m != nil {
-			r.info.names[m[1]] = true
-			if hist {
-				r.info.histograms[m[1]] = true
+		m := descRe.FindStringSubmatch(d.String())
+		if m == nil {
+			continue
+		}
+		name, err1 := strconv.Unquote(m[1])
+		help, err2 := strconv.Unquote(m[2])
+		if err1 != nil || err2 != nil {
+			panic("recorder: cannot read " + d.String())
+		}
+		r.info.names[name] = true
+		if typ == dto.MetricType_HISTOGRAM {
+			r.info.histograms[name] = true
+		}
+		r.info.families = append(r.info.families, &dto.MetricFamily{Name: &name, Help: &help, Type: typ.Enum()})
+	}
+	return nil
+}
+
+// metricType is the type of the metrics c collects (UNTYPED when c is
+// none of the client's own kinds).
+func metricType(c prometheus.Collector) dto.MetricType {
+	switch c.(type) {
+	case prometheus.Histogram, *prometheus.HistogramVec:
+		return dto.MetricType_HISTOGRAM
+	case prometheus.Gauge, *prometheus.GaugeVec: // before Counter: a Gauge has Inc and Add too
+		return dto.MetricType_GAUGE
+	case prometheus.Counter, *prometheus.CounterVec:
+		return dto.MetricType_COUNTER
+	}
+	if m, ok := c.(prometheus.Metric); ok { // GaugeFunc, CounterFunc
+		var pb dto.Metric
+		if m.Write(&pb) == nil {
+			switch {
+			case pb.Gauge != nil:
+				return dto.MetricType_GAUGE
+			case pb.Counter != nil:
+				return dto.MetricType_COUNTER
 			}
 		}
 	}
-	return nil
+	return dto.MetricType_UNTYPED
 }
 
 func (r *recorder) MustRegister(cs ...prometheus.Collector) {
@@ -260,8 +294,9 @@ func (r *recorder) MustRegister(cs ...prometheus.Collector) {
 
 func (r *recorder) Unregister(c prometheus.Collector) bool { return r.reg.Unregister(c) }
 
-// consumerMetrics builds the consumer package's metrics on a recorder, with
-// a RankingSink over the stack config (no server is contacted).
+// consumerMetrics builds rankd's metrics on a recorder, with a RankingSink,
+// the store's maintenance loops and the HTTP API over the stack config (no
+// server is contacted).
 func consumerMetrics(t *testing.T) metricInfo {
 	t.Helper()
 	cfg := loadStackConfig(t)
@@ -291,6 +326,7 @@ func consumerMetrics(t *testing.T) metricInfo {
 	if err := store.RunStandings(done, st, store.StandingsSchedule{Registerer: rec}); err != nil {
 		t.Fatal(err)
 	}
+	httpapi.New(st, httpapi.WithRegisterer(rec))
 	if len(rec.info.names) == 0 {
 		t.Fatal("the consumer package registered no metric")
 	}

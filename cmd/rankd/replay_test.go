@@ -280,8 +280,8 @@ func testReplay(t *testing.T, bin string) {
 	}
 	// Finality is exported per board.
 	pa.waitHTTP(20*time.Second, "http://"+a.listen+"/metrics", func(code int, body []byte) bool {
-		return code == 200 && strings.Contains(string(body), `rankd_finality_oldest_open_period_start_seconds{board="anchor_hot_30m"}`) &&
-			strings.Contains(string(body), `rankd_finality_low_watermark_seconds{board="anchor_7d"}`)
+		return code == 200 && strings.Contains(string(body), `rankd_finality_oldest_open_period_start_timestamp_seconds{board="anchor_hot_30m"}`) &&
+			strings.Contains(string(body), `rankd_finality_low_watermark_timestamp_seconds{board="anchor_7d"}`)
 	})
 	if pa.interrupt(15*time.Second) != 0 {
 		t.Fatalf("rankd run exited non-zero:\n%s", pa.out.tail(40))

@@ -70,7 +70,7 @@ type Rebuild struct {
 	// KeepOld keeps the old generations.
 	KeepOld bool
 	// Registry gets the sink's metrics and rankd_replay_messages_done and
-	// _total per topic; the result's Applied and Duplicates are read from
+	// _planned per topic; the result's Applied and Duplicates are read from
 	// it. Nil: a private one.
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
@@ -413,8 +413,8 @@ func abort(ctx context.Context, gen int, err error) error {
 func (r *Rebuild) replay(ctx context.Context, ranges []Range, sink *consumer.RankingSink) (Result, error) {
 	done := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "rankd", Subsystem: "replay", Name: "messages_done",
 		Help: "Messages replayed so far, per topic."}, []string{"topic"})
-	total := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "rankd", Subsystem: "replay", Name: "messages_total",
-		Help: "Messages the replay covers, per topic."}, []string{"topic"})
+	total := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "rankd", Subsystem: "replay", Name: "messages_planned",
+		Help: "Messages the replay reads, per topic: what messages_done counts up to."}, []string{"topic"})
 	if err := errors.Join(r.Registry.Register(done), r.Registry.Register(total)); err != nil {
 		return Result{}, fmt.Errorf("replay metrics: %w", err)
 	}

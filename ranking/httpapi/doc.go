@@ -1,5 +1,7 @@
 // Package httpapi serves rankd's boards over HTTP: a read-only JSON API and a
-// small built-in HTML page that shows any board's top 20.
+// small built-in HTML page that shows any board's top 20 (page.go: rendered
+// by the server from the same cached /top read, refreshed by a little JS;
+// URL parameters board, period and dims; times in the board's zone).
 //
 // Routes (all GET; responses carry Cache-Control: no-store):
 //
@@ -8,7 +10,7 @@
 //	/v1/boards/{board}/top                       the first limit members, or the top percent
 //	/v1/boards/{board}/members/{member}          one member's standing and trend
 //	/v1/boards/{board}/members/{member}/around   n members each side of one member
-//	/                                            the HTML page
+//	/                                            the HTML page (?board=&period=&dims=)
 //
 // Query parameters:
 //

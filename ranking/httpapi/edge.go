@@ -100,51 +100,73 @@ func (s *server) cachedRead(route string, body func(*http.Request) ([]byte, erro
 			writeBody(w, b)
 			return nil
 		}
-		cur, err := s.store.ResolvePeriod(r.PathValue("board"), "current")
-		if err != nil {
-			return unknownBoard(r.PathValue("board"))
-		}
-		// The path holds the board (and member); the raw query every
-		// parameter; the current period id makes "current" and
-		// "previous" move on at the period's end.
-		key := route + "\x00" + r.URL.Path + "\x00" + r.URL.RawQuery + "\x00" + cur.ID
-		if e := s.cache.get(key, time.Now().UnixNano()); e != nil {
-			if s.m != nil {
-				s.m.hit.Inc()
-			}
-			s.cache.hits.Add(1)
-			s.cache.serve(w, r, e)
-			return nil
-		}
-		led := false
-		v, err, _ := s.cache.flight.Do(key, func() (any, error) {
-			led = true
-			// one request reads for all who wait: its client leaving must
-			// not fail theirs (the read's own timeout still applies)
-			b, err := body(r.WithContext(context.WithoutCancel(r.Context())))
-			if err != nil {
-				return nil, err
-			}
-			return s.cache.put(key, b, time.Now().UnixNano()), nil
-		})
-		switch {
-		case led:
-			s.cache.misses.Add(1)
-			if s.m != nil {
-				s.m.miss.Inc()
-			}
-		default:
-			s.cache.coalesced.Add(1)
-			if s.m != nil {
-				s.m.coalesced.Inc()
-			}
-		}
+		e, err := s.cachedEntry(route, body, r)
 		if err != nil {
 			return err
 		}
-		s.cache.serve(w, r, v.(*cached))
+		s.cache.serve(w, r, e)
 		return nil
 	}
+}
+
+// readBody returns the rendered body of a board read, from the response
+// cache when there is one (the HTML page reads the board this way).
+func (s *server) readBody(route string, body func(*http.Request) ([]byte, error), r *http.Request) ([]byte, error) {
+	if s.cache == nil {
+		return body(r)
+	}
+	e, err := s.cachedEntry(route, body, r)
+	if err != nil {
+		return nil, err
+	}
+	return e.body, nil
+}
+
+// cachedEntry returns the fresh cache entry of a board read, reading it
+// once for all the requests that miss it at the same time.
+func (s *server) cachedEntry(route string, body func(*http.Request) ([]byte, error), r *http.Request) (*cached, error) {
+	cur, err := s.store.ResolvePeriod(r.PathValue("board"), "current")
+	if err != nil {
+		return nil, unknownBoard(r.PathValue("board"))
+	}
+	// The path holds the board (and member); the raw query every
+	// parameter; the current period id makes "current" and
+	// "previous" move on at the period's end.
+	key := route + "\x00" + r.URL.Path + "\x00" + r.URL.RawQuery + "\x00" + cur.ID
+	if e := s.cache.get(key, time.Now().UnixNano()); e != nil {
+		if s.m != nil {
+			s.m.hit.Inc()
+		}
+		s.cache.hits.Add(1)
+		return e, nil
+	}
+	led := false
+	v, err, _ := s.cache.flight.Do(key, func() (any, error) {
+		led = true
+		// one request reads for all who wait: its client leaving must
+		// not fail theirs (the read's own timeout still applies)
+		b, err := body(r.WithContext(context.WithoutCancel(r.Context())))
+		if err != nil {
+			return nil, err
+		}
+		return s.cache.put(key, b, time.Now().UnixNano()), nil
+	})
+	switch {
+	case led:
+		s.cache.misses.Add(1)
+		if s.m != nil {
+			s.m.miss.Inc()
+		}
+	default:
+		s.cache.coalesced.Add(1)
+		if s.m != nil {
+			s.m.coalesced.Inc()
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return v.(*cached), nil
 }
 
 // maxEstimate is the Redis time of the costliest read the parameters

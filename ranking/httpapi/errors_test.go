@@ -198,36 +198,6 @@ func TestRedisFailures(t *testing.T) {
 	})
 }
 
-func TestPage(t *testing.T) {
-	t.Parallel()
-	srv, _ := fixture(t)
-	for _, path := range []string{"/", "/?board=day&period=previous"} {
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/html; charset=utf-8" ||
-			resp.Header.Get("Cache-Control") != "no-store" {
-			t.Fatalf("GET %s: %d %v", path, resp.StatusCode, resp.Header)
-		}
-		for _, want := range []string{`data-testid="rows"`, `data-testid="board-select"`, "v1/boards", "setTimeout(refresh"} {
-			if !strings.Contains(string(b), want) {
-				t.Errorf("page has no %q", want)
-			}
-		}
-	}
-	resp, err := http.Head(srv.URL + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Errorf("HEAD /: %d", resp.StatusCode)
-	}
-}
-
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()

@@ -380,14 +380,6 @@ func (s *server) memberBody(r *http.Request) ([]byte, error) {
 	return marshalBody(out)
 }
 
-// handlePage serves the HTML page at /.
-func (s *server) handlePage(w http.ResponseWriter, r *http.Request) error {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'")
-	http.ServeContent(w, r, "", time.Time{}, pageReader())
-	return nil
-}
-
 // durationString writes a tie unit as a config would: "1ms", "1s", "1m".
 func durationString(d time.Duration) string {
 	switch {

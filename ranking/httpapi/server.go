@@ -261,12 +261,25 @@ type errorBody struct {
 // generic one, and the error is logged (unless the client went away).
 // Timeouts are logged as warnings; overloaded answers are only counted.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, code, msg, retry := s.errorReply(r, err)
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", retry)
+	}
+	body, _ := json.Marshal(errorBody{Error: msg, Code: code})
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// errorReply classifies err and logs it as writeError says: it returns the
+// status, code and message of the reply, and the Retry-After of a 503.
+func (s *server) errorReply(r *http.Request, err error) (status int, code, msg, retry string) {
 	if errors.Is(err, store.ErrTooExpensive) {
 		err = s.tooExpensive(err)
 	}
-	status, code := classify(err)
+	status, code = classify(err)
 	var ae *apiError
-	msg := ""
 	if errors.As(err, &ae) {
 		msg = ae.msg
 	} else if status < 500 {
@@ -294,13 +307,9 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		}
 	}
 	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", retryAfter(ae))
+		retry = retryAfter(ae)
 	}
-	body, _ := json.Marshal(errorBody{Error: msg, Code: code})
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
-	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
+	return status, code, msg, retry
 }
 
 // handleOther answers paths and methods that no route serves.

@@ -133,12 +133,12 @@ func RunRollover(ctx context.Context, st *Store, boards []*ranking.Board, cfg Sc
 
 // RunFinality exports, until ctx is done, how far every board's periods
 // are final: every Interval (DefaultFinalityInterval) it sets
-// rankd_finality_low_watermark_seconds{board} (the least stream time of
-// the partitions feeding the board, see Store.LowWatermark) and
-// rankd_finality_oldest_open_period_start_seconds{board} (the start of the
-// oldest period that events may still change). Total boards and boards
-// nothing was consumed for yet are left out. Read errors are logged and
-// retried at the next tick.
+// rankd_finality_low_watermark_timestamp_seconds{board} (the least stream
+// time of the partitions feeding the board, see Store.LowWatermark) and
+// rankd_finality_oldest_open_period_start_timestamp_seconds{board} (the
+// start of the oldest period that events may still change), both Unix
+// times in seconds. Total boards and boards nothing was consumed for yet
+// are left out. Read errors are logged and retried at the next tick.
 func RunFinality(ctx context.Context, st *Store, boards []*ranking.Board, cfg Schedule) error {
 	cfg = cfg.withDefaults(DefaultFinalityInterval)
 	m, err := newScheduleMetrics(cfg.Registerer)
@@ -191,10 +191,10 @@ func newScheduleMetrics(reg prometheus.Registerer) (*scheduleMetrics, error) {
 			Namespace: "rankd", Subsystem: "rollover", Name: "errors_total",
 			Help: "Failed rollovers of a rolling board (retried at the next tick)."}, []string{"board"})),
 		finLow: register(reg, &errs, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "rankd", Subsystem: "finality", Name: "low_watermark_seconds",
-			Help: "Least stream time (Unix seconds) of the partitions feeding the board (idle partitions left out)."}, []string{"board"})),
+			Namespace: "rankd", Subsystem: "finality", Name: "low_watermark_timestamp_seconds",
+			Help: "Least stream time (the event time a partition has reached, in Unix seconds) of the partitions feeding the board (idle partitions left out)."}, []string{"board"})),
 		finOpen: register(reg, &errs, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: "rankd", Subsystem: "finality", Name: "oldest_open_period_start_seconds",
+			Namespace: "rankd", Subsystem: "finality", Name: "oldest_open_period_start_timestamp_seconds",
 			Help: "Start (Unix seconds) of the board's oldest period that is not final: events may still change it and every later one."}, []string{"board"})),
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -275,7 +275,7 @@ func newStandingsMetrics(reg prometheus.Registerer) (*standingsMetrics, error) {
 		errors:    counter("errors_total", "Failed sealing or publishing attempts (retried at the next tick)."),
 		overdue: gauge("overdue_seconds",
 			"How long (wall clock) the board's oldest unsealed period is past its end plus grace; 0 when none is."),
-		until: gauge("sealed_until_seconds", "Unix seconds up to which the board's periods are sealed (the start of the first unsealed period)."),
+		until: gauge("sealed_until_timestamp_seconds", "Unix seconds up to which the board's periods are sealed (the start of the first unsealed period)."),
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
