@@ -3,6 +3,7 @@ package config
 import (
 	_ "embed"
 	"fmt"
+	"slices"
 	"time"
 	_ "time/tzdata" // time zones on machines without a zoneinfo database
 
@@ -160,6 +161,28 @@ func (c *Config) Board(name string) *ranking.Board {
 		}
 	}
 	return nil
+}
+
+// BoardNames returns names, checked and without repeats, or the names of
+// every board when names is empty.
+func (c *Config) BoardNames(names []string) ([]string, error) {
+	var out []string
+	if len(names) == 0 {
+		for _, b := range c.boards {
+			out = append(out, b.Name)
+		}
+		return out, nil
+	}
+	for _, name := range names {
+		if slices.Contains(out, name) {
+			continue
+		}
+		if c.Board(name) == nil {
+			return nil, fmt.Errorf("no board %q in %s", name, c.File)
+		}
+		out = append(out, name)
+	}
+	return out, nil
 }
 
 // Schemas returns the event schema of every known topic (gift, like,
