@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	"github.com/rankd/rankd/ranking"
 )
 
 // Redis keys have the layout
@@ -70,6 +72,24 @@ func Key(prefix, tag, kind, period string) string {
 		k += ":" + period
 	}
 	return k
+}
+
+// KeyPatterns describes the keys of board b under prefix, with each dim as
+// <name> and the period as <period> (`rankd config check`).
+func KeyPatterns(prefix string, b *ranking.Board) string {
+	placeholders := make([]string, len(b.Dims))
+	for i, d := range b.Dims {
+		placeholders[i] = "<" + d + ">"
+	}
+	tag := Tag(b.Name, placeholders)
+	switch b.Window {
+	case ranking.WindowTotal:
+		return Key(prefix, tag, KindTotal, PeriodAll)
+	case ranking.WindowRolling:
+		return Key(prefix, tag, KindRolling, "<period>") + " (window sums), " + Key(prefix, tag, KindPeriod, "<period>") + " (periods)"
+	default:
+		return Key(prefix, tag, KindPeriod, "<period>")
+	}
 }
 
 // ValidatePrefix checks that keys built with prefix hash by their tag: the
