@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rankd/rankd/config"
+	"github.com/rankd/rankd/internal/assembly"
+	"github.com/rankd/rankd/internal/version"
 )
 
 // Exit codes.
@@ -79,7 +81,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use: "rankd", Short: "exact real-time leaderboards from Kafka events, kept in Redis", Long: rootHelp,
 		SilenceErrors: true, SilenceUsage: true,
-		Version: buildVersion(),
+		Version: version.String(),
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cmd.SetOut(cmd.ErrOrStderr())
@@ -162,25 +164,18 @@ func (l *logFlags) register(fs *pflag.FlagSet, format, level string) {
 	fs.StringVar(&l.level, "log-level", level, "lowest `level` logged: debug, info, warn or error")
 }
 
-// logger returns the logger the flags ask for, writing to w, and makes it
-// go-redis's logger too (see redisLogger): every command that logs builds
-// its logger here at startup.
+// logger returns the logger the flags ask for, writing to w; it is
+// go-redis's logger too (assembly.NewLogger): every command that logs
+// builds its logger here at startup.
 func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(l.level)); err != nil {
 		return nil, usagef("--log-level %q: want debug, info, warn or error", l.level)
 	}
-	opts := &slog.HandlerOptions{Level: level}
-	var log *slog.Logger
-	switch strings.ToLower(l.format) {
-	case "json":
-		log = slog.New(slog.NewJSONHandler(w, opts))
-	case "text":
-		log = slog.New(slog.NewTextHandler(w, opts))
-	default:
+	log, err := assembly.NewLogger(w, l.format, level)
+	if err != nil {
 		return nil, usagef("--log-format %q: want json or text", l.format)
 	}
-	setRedisLogger(log)
 	return log, nil
 }
 
@@ -212,4 +207,15 @@ func setup(cfgFlag string, lf *logFlags, stderr io.Writer) (*config.Config, *slo
 		return nil, nil, "", err
 	}
 	return cfg, log, path, nil
+}
+
+// loadConfig loads the config file; its errors, one per line with
+// file:line:column, go to stderr and make a usage error (exit 2).
+func loadConfig(path string, stderr io.Writer) (*config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return nil, &usageError{}
+	}
+	return cfg, nil
 }

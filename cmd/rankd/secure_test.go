@@ -138,7 +138,7 @@ func newSecureWorld(t *testing.T, cluster bool) *secureWorld {
 	}
 	t.Setenv(config.EnvRedisPassword, w.redisPW)
 	t.Setenv(config.EnvHTTPToken, w.token)
-	t.Cleanup(func() { setRedisLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))) })
+	t.Cleanup(func() { assembly.SetRedisLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))) })
 	return w
 }
 
