@@ -26,7 +26,7 @@ func NewRebuild(cfg *config.Config, boards []string) (*replay.Rebuild, error) {
 		return nil, err
 	}
 	return &replay.Rebuild{
-		Replay: replay.Config{Brokers: cfg.Kafka.Brokers, Topics: Topics(cfg, boards), Dialer: secure.KafkaDialer(cfg.Kafka)},
+		Replay:  replay.Config{Brokers: cfg.Kafka.Brokers, Topics: Topics(cfg, boards), Dialer: secure.KafkaDialer(cfg.Kafka)},
 		Schemas: cfg.Schemas(), Router: router, Boards: boards, Group: cfg.Kafka.Group, DeadLetterTopic: cfg.Kafka.DeadLetterTopic,
 		RolloverLead: cfg.Rollover.Lead,
 	}, nil
@@ -46,4 +46,3 @@ func ServeMetrics(addr string, reg *prometheus.Registry) (bound string, stop fun
 	go func() { _ = srv.Serve(ln) }()
 	return ln.Addr().String(), func() { _ = srv.Close() }, nil
 }
-
