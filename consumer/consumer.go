@@ -167,6 +167,27 @@ func (c *Consumer) Ready() bool {
 	return true
 }
 
+// NotReady says why the consumer is not Ready, the first of: a halted
+// partition ("not applying <topic>/<partition>: <reason>", with how many
+// more), no progress (see Applying), a group not joined; nil when it is
+// Ready. The assembly's /readyz answers with it.
+func (c *Consumer) NotReady() error {
+	if h := c.Halted(); len(h) > 0 {
+		more := ""
+		if len(h) > 1 {
+			more = fmt.Sprintf(" (and %d more partitions)", len(h)-1)
+		}
+		return errors.New("not applying " + h[0] + more)
+	}
+	if !c.Applying() {
+		return errors.New("not applying: messages wait and nothing was committed (or the lag could not be read) for the stall timeout")
+	}
+	if !c.Ready() {
+		return errors.New("consumer group not joined")
+	}
+	return nil
+}
+
 // watchLag sets rankd_consumer_lag_messages every LagInterval until ctx is
 // done.
 func (c *Consumer) watchLag(ctx context.Context) {

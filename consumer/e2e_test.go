@@ -1,10 +1,6 @@
 package consumer
 
 import (
-	"context"
-	"errors"
-	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"testing"
 	"time"
@@ -20,7 +16,7 @@ import (
 // real third-party client, librdkafka) into three topics of three
 // partitions, half before and half while two workers consume, waits until
 // the group has committed everything, and compares every board with the
-// oracle. It also checks readiness, health and the loop's metrics.
+// oracle. It also checks readiness and the loop's metrics.
 func TestEndToEnd(t *testing.T) {
 	kcat := world.RequireKcat(t)
 	f := newFixture(t, testenv.Redis(t), 3)
@@ -63,19 +59,13 @@ func TestEndToEnd(t *testing.T) {
 	// The second worker may still be joining when the first has committed
 	// everything: readiness must come within the join, not at once.
 	f.waitReady(r)
-	serve := func(h http.Handler) int {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
-		return rec.Code
+	// /readyz (assembly.ReadyHandler, tested there) is 200 exactly when
+	// NotReady is nil and Redis answers its ping.
+	if err := r.c.NotReady(); err != nil {
+		t.Errorf("NotReady() = %v while consuming, want nil (/readyz 200)", err)
 	}
-	if code := serve(r.c.ReadyHandler(f.Store)); code != http.StatusOK {
-		t.Errorf("/readyz = %d while consuming with Redis up, want 200", code)
-	}
-	if code := serve(r.c.ReadyHandler(pingerFunc(func(context.Context) error { return errors.New("down") }))); code != http.StatusServiceUnavailable {
-		t.Errorf("/readyz = %d with Redis down, want 503", code)
-	}
-	if code := serve(r.c.HealthHandler()); code != http.StatusOK {
-		t.Errorf("/healthz = %d, want 200", code)
+	if err := f.Store.Ping(t.Context()); err != nil {
+		t.Errorf("store Ping = %v with Redis up, want nil (/readyz 200)", err)
 	}
 	batches := total(f.metrics().batchSize) // any batches at all
 	if err := r.stop(); err != nil {
@@ -84,8 +74,8 @@ func TestEndToEnd(t *testing.T) {
 	if r.c.Ready() {
 		t.Error("Ready() = true after Run returned")
 	}
-	if code := serve(r.c.ReadyHandler(f.Store)); code != http.StatusServiceUnavailable {
-		t.Errorf("/readyz = %d after Run returned, want 503", code)
+	if err := r.c.NotReady(); err == nil {
+		t.Error("NotReady() = nil after Run returned, want a reason (/readyz 503)")
 	}
 
 	o, applied := f.Reference(all)
@@ -116,7 +106,3 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("rankd_consumer_lag_messages has %d series, want 9 (3 topics x 3 partitions)", partitions)
 	}
 }
-
-type pingerFunc func(context.Context) error
-
-func (p pingerFunc) Ping(ctx context.Context) error { return p(ctx) }

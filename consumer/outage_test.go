@@ -1,8 +1,7 @@
 package consumer
 
 import (
-	"net/http"
-	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,10 +88,10 @@ func TestRedisOutage(t *testing.T) {
 			before, stable = now, time.Now()
 		}
 	}
-	rr := httptest.NewRecorder()
-	r.c.ReadyHandler(f.Store).ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/readyz", nil))
-	if rr.Code != http.StatusServiceUnavailable {
-		t.Errorf("/readyz = %d while Redis is down, want 503", rr.Code)
+	// /readyz (assembly.ReadyHandler) is 503 when NotReady has a reason or
+	// Redis does not answer its ping.
+	if r.c.NotReady() == nil && f.Store.Ping(t.Context()) == nil {
+		t.Error("ready (NotReady nil, Redis answers PING) while Redis is down, want /readyz 503")
 	}
 	// Without asking Redis: messages wait and nothing is committed, so the
 	// consumer is not applying once the stall timeout has passed.
@@ -101,10 +100,8 @@ func TestRedisOutage(t *testing.T) {
 			t.Fatal("Applying() still true 10 s into the outage (stall timeout 1 s)")
 		}
 	}
-	rr = httptest.NewRecorder()
-	r.c.ReadyHandler().ServeHTTP(rr, httptest.NewRequest(http.MethodGet, "/readyz", nil))
-	if rr.Code != http.StatusServiceUnavailable {
-		t.Errorf("/readyz without pingers = %d while nothing is applied, want 503", rr.Code)
+	if err := r.c.NotReady(); err == nil || !strings.Contains(err.Error(), "not applying") {
+		t.Errorf("NotReady() = %v while nothing is applied, want not applying (/readyz 503 without pingers)", err)
 	}
 	if got := testutil.ToFloat64(r.c.applying); got != 0 {
 		t.Errorf("rankd_consumer_applying = %v during the outage, want 0", got)

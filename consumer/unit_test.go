@@ -2,8 +2,6 @@ package consumer
 
 import (
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -117,19 +115,6 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if _, err := New(ok, nil); err == nil {
 		t.Error("nil sink accepted")
-	}
-}
-
-func TestHealthMethods(t *testing.T) {
-	c := &Consumer{}
-	for _, h := range []http.Handler{c.HealthHandler(), c.ReadyHandler()} {
-		for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete} {
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(m, "/", nil))
-			if rec.Code != http.StatusMethodNotAllowed || rec.Header().Get("Allow") != "GET, HEAD" {
-				t.Errorf("%s: %d (Allow %q), want 405 with Allow: GET, HEAD", m, rec.Code, rec.Header().Get("Allow"))
-			}
-		}
 	}
 }
 

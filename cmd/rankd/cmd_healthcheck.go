@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
+	"github.com/rankd/rankd/internal/assembly"
 	"github.com/spf13/pflag"
 )
 
@@ -32,21 +31,11 @@ func healthcheckFlags(fs *pflag.FlagSet) runFunc {
 		}
 		ctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-		if err != nil {
-			return usagef("--url: %v", err)
-		}
-		resp, err := http.DefaultClient.Do(req)
+		status, err := assembly.Probe(ctx, *rawURL) // parsed above: the request cannot fail to build
 		if err != nil {
 			return err
 		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		msg := strings.TrimSpace(string(body))
-		if resp.StatusCode < 200 || resp.StatusCode > 299 {
-			return fmt.Errorf("%s: %s: %s", *rawURL, resp.Status, msg)
-		}
-		fmt.Fprintf(stdout, "%s: %s\n", *rawURL, resp.Status)
+		fmt.Fprintf(stdout, "%s: %s\n", *rawURL, status)
 		return nil
 	}
 }

@@ -151,11 +151,10 @@ func New(cfg *config.Config, log *slog.Logger, tune Tuning) (*Stack, error) {
 		return nil, err
 	}
 	api := httpapi.New(st, append([]httpapi.Option{httpapi.WithRegisterer(reg), httpapi.WithLogger(log)}, apiOptions(cfg.API)...)...)
-	metrics := consumer.GetOnly(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	metrics := GetOnly(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	// /readyz answers from the last background ping, never waiting for Redis
 	check := httpapi.NewBackgroundPing(&quietPinger{p: st, name: "redis", log: log}, httpapi.DefaultPingEvery, httpapi.DefaultPingTimeout)
-	ready := cons.ReadyHandler(check)
-	srv, msrv := newHTTPServers(cfg.HTTP, log, api, metrics, cons.HealthHandler(), ready)
+	srv, msrv := newHTTPServers(cfg.HTTP, log, api, metrics, HealthHandler(), ReadyHandler(cons, check))
 	return &Stack{cfg: cfg, log: log, reg: reg, rdb: rdb, store: st, cons: cons, srv: srv, msrv: msrv,
 		check: check, conns: httpapi.NewConnLimit(cfg.HTTP.MaxConns)}, nil
 }

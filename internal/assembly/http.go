@@ -14,8 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rankd/rankd/config"
-	"github.com/rankd/rankd/consumer"
 	"github.com/rankd/rankd/internal/secure"
+	"github.com/rankd/rankd/ranking/httpapi"
 )
 
 // newHTTPServers returns the HTTP server of http.listen and, when
@@ -58,7 +58,7 @@ func newHTTPServers(h config.HTTP, log *slog.Logger, api, metrics, health, ready
 // answers "<name> is unavailable", and the error itself is logged (at most
 // every 30s).
 type quietPinger struct {
-	p      consumer.Pinger
+	p      httpapi.Pinger
 	name   string
 	log    *slog.Logger
 	logged atomic.Int64 // unix ns of the last log line
