@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/devstack"
+	"github.com/rankd/rankd/cmd/rankd/internal/produce"
 	"github.com/rankd/rankd/internal/workload"
 	"github.com/spf13/pflag"
 )
@@ -65,7 +66,7 @@ func devFlags(fs *pflag.FlagSet) runFunc {
 			return err
 		}
 		return devstack.Run(ctx, devstack.Options{
-			HTTPAddr: *httpAddr, KafkaAddr: *kafkaAddr, ConfigOut: *configOut, Rate: *rate, TUI: !*noTUI, Workload: workloadSource(wl), Seed: wc.Seed,
+			HTTPAddr: *httpAddr, KafkaAddr: *kafkaAddr, ConfigOut: *configOut, Rate: *rate, TUI: !*noTUI, Workload: produce.Workload(wl), Seed: wc.Seed,
 			Log: log, Stdout: stdout, Stderr: stderr,
 		})
 	}

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/segmentio/kafka-go"
 	"github.com/spf13/pflag"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/produce"
@@ -72,49 +70,23 @@ func produceFlags(fs *pflag.FlagSet) runFunc {
 			return usagef("--brokers: none given")
 		}
 
-		var src produce.Source
 		if *restamp && *file == "" {
 			return usagef("--restamp: only with --file")
 		}
-		if *file != "" {
-			r := io.Reader(os.Stdin)
-			if *file != "-" {
-				f, err := os.Open(*file)
-				if err != nil {
-					return usagef("--file: %v", err)
-				}
-				defer f.Close()
-				r = f
-			}
-			if *restamp {
-				var shift time.Duration
-				var n int
-				var err error
-				if r, shift, n, err = produce.Restamp(r, "ts", time.Now()); err != nil {
-					return usagef("--file %s: --restamp: %v", *file, err)
-				}
-				fmt.Fprintf(stderr, "rankd produce: --restamp: ts of %d events moved by %s (the latest is now)\n", n, shift.Round(time.Millisecond))
-			}
-			src = produce.FileSource(r, *topic, *keyField)
-		} else {
-			wc := workload.Config{Seed: *seed, Topics: splitList(*topics), Step: *step}
-			if wc.Seed == 0 {
-				wc.Seed = rand.Int64N(1 << 40)
-			}
-			if *startFlag != "" {
-				t, err := time.Parse(time.RFC3339, *startFlag)
-				if err != nil {
-					return usagef("--start %q: want RFC 3339, e.g. 2026-11-21T12:00:00+08:00", *startFlag)
-				}
-				wc.Start = t
-			}
-			w, err := workload.New(wc)
+		so := produce.SourceOptions{File: *file, Topic: *topic, KeyField: *keyField, Restamp: *restamp, Stdin: os.Stdin,
+			Workload: workload.Config{Seed: *seed, Topics: splitList(*topics), Step: *step}}
+		if *file == "" && *startFlag != "" {
+			t, err := time.Parse(time.RFC3339, *startFlag)
 			if err != nil {
-				return usagef("--topics: %v", err)
+				return usagef("--start %q: want RFC 3339, e.g. 2026-11-21T12:00:00+08:00", *startFlag)
 			}
-			fmt.Fprintf(stderr, "rankd produce: seed %d (rerun with --seed %d for the same events)\n", wc.Seed, wc.Seed)
-			src = workloadSource(w)
+			so.Workload.Start = t
 		}
+		src, closeSrc, err := produce.Open(so, stderr)
+		if err != nil {
+			return &usageError{err}
+		}
+		defer closeSrc()
 
 		opts := produce.Options{Rate: *rate, Count: *count, Duration: *duration}
 		opts.Throttled = func() {
@@ -123,14 +95,6 @@ func produceFlags(fs *pflag.FlagSet) runFunc {
 		res, err := produce.Run(ctx, brokerList, src, opts, stderr)
 		fmt.Fprintln(stdout, res)
 		return err
-	}
-}
-
-// workloadSource returns the messages of a workload, without end.
-func workloadSource(w *workload.Generator) produce.Source {
-	return func() (kafka.Message, bool, error) {
-		ev := w.Next()
-		return kafka.Message{Topic: ev.Topic, Key: ev.Key, Value: ev.Value}, true, nil
 	}
 }
 
