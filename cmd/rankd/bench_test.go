@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/bench"
+	"github.com/rankd/rankd/cmd/rankd/internal/cli"
 	"github.com/rankd/rankd/internal/oracle"
 	"github.com/rankd/rankd/internal/testenv"
 )
@@ -55,9 +56,9 @@ func TestBench(t *testing.T) {
 		return nil
 	}
 	var stdout, stderr bytes.Buffer
-	c := spec{use: "bench", flags: func(fs *pflag.FlagSet) runFunc {
+	c := cli.Spec{Use: "bench", Flags: func(fs *pflag.FlagSet) cli.RunFunc {
 		return benchFlags(fs, func(o *bench.Options) { o.Check = check })
-	}}.command()
+	}}.Command()
 	c.SetArgs(args)
 	c.SetOut(&stdout)
 	c.SetErr(&stderr)

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/cli"
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/internal/version"
 	"github.com/spf13/cobra"
@@ -258,14 +259,14 @@ func TestParseInterspersed(t *testing.T) {
 		var at string
 		var n int
 		var rest []string
-		c := spec{use: "x", args: cobra.ArbitraryArgs, flags: func(fs *pflag.FlagSet) runFunc {
+		c := cli.Spec{Use: "x", Args: cobra.ArbitraryArgs, Flags: func(fs *pflag.FlagSet) cli.RunFunc {
 			fs.StringVar(&at, "at", "", "")
 			fs.IntVar(&n, "n", 0, "")
 			return func(_ context.Context, args []string, _, _ io.Writer) error {
 				rest = args
 				return nil
 			}
-		}}.command()
+		}}.Command()
 		c.SetArgs(tt.args)
 		if err := c.Execute(); err != nil {
 			t.Errorf("parse(%q): %v", tt.args, err)
@@ -282,10 +283,10 @@ func TestParseInterspersed(t *testing.T) {
 // for --brokers).
 func TestHelpDefaults(t *testing.T) {
 	for _, c := range specs() {
-		if c.hidden {
+		if c.Hidden {
 			continue
 		}
-		name, _, _ := strings.Cut(c.use, " ")
+		name, _, _ := strings.Cut(c.Use, " ")
 		args := []string{name, "--help"}
 		code, stdout, _ := runCLI(t, args...)
 		if code != 0 {

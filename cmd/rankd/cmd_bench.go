@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/cli"
 	"github.com/rankd/rankd/cmd/rankd/internal/servers"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/bench"
@@ -54,12 +55,12 @@ Examples:
   rankd bench --cpuprofile rankd.pprof     # then: go tool pprof -top rankd.pprof`
 
 // benchSpec is `rankd bench` (cmd_bench_nodev.go without dev tooling).
-var benchSpec = spec{use: "bench [--events N] [--json FILE] [flags]", short: "measure drain rate, Redis cost, latency, replay and rollover on this machine",
-	long: benchHelp, flags: func(fs *pflag.FlagSet) runFunc { return benchFlags(fs, nil) }}
+var benchSpec = cli.Spec{Use: "bench [--events N] [--json FILE] [flags]", Short: "measure drain rate, Redis cost, latency, replay and rollover on this machine",
+	Long: benchHelp, Flags: func(fs *pflag.FlagSet) cli.RunFunc { return benchFlags(fs, nil) }}
 
 // benchFlags declares the flags of `rankd bench`; tests change the
 // options with adjust.
-func benchFlags(fs *pflag.FlagSet, adjust func(*bench.Options)) runFunc {
+func benchFlags(fs *pflag.FlagSet, adjust func(*bench.Options)) cli.RunFunc {
 	var o bench.Options
 	fs.IntVar(&o.Events, "events", bench.DefaultEvents, "`number` of events of the standard workload preloaded and drained")
 	fs.IntVar(&o.NaiveEvents, "naive-events", 0, "`number` of them the naive consumer drains (default min(100000, --events))")
@@ -80,24 +81,24 @@ func benchFlags(fs *pflag.FlagSet, adjust func(*bench.Options)) runFunc {
 	skip := fs.String("skip", "", "comma-separated `phases` not to run: "+strings.Join(bench.Phases, ", "))
 	fs.StringVar(&o.JSON, "json", "", "write the results as JSON to `file`")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write the CPU profile of the rankd drain to `file`")
-	var lf logFlags
-	lf.register(fs, "text", "warn")
+	var lf cli.LogFlags
+	lf.Register(fs, "text", "warn")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		o.Stdout, o.Stderr = stdout, stderr
-		log, err := lf.logger(stderr)
+		log, err := lf.Logger(stderr)
 		if err != nil {
 			return err
 		}
 		o.Log = log
-		o.Brokers, o.Skip = splitList(*brokers), splitList(*skip)
+		o.Brokers, o.Skip = cli.SplitList(*brokers), cli.SplitList(*skip)
 		if o.Events < 1 || o.RolloverMembers < 1 || o.Partitions < 1 || o.Workers < 1 || o.Batch < 1 {
-			return usagef("--events, --rollover-members, --partitions, --workers and --batch must be at least 1")
+			return cli.Usagef("--events, --rollover-members, --partitions, --workers and --batch must be at least 1")
 		}
 		if adjust != nil {
 			adjust(&o)
 		}
 		if err := o.Validate(); err != nil {
-			return &usageError{err}
+			return &cli.UsageError{Err: err}
 		}
 		_, err = bench.Run(ctx, o)
 		return err

@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/cli"
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/store"
 	"github.com/spf13/cobra"
@@ -19,44 +20,44 @@ Redis key pattern and current period id) and the routes; or, when the file
 is invalid, every error as file:line:column: field: message (exit 2).`
 
 // configSpec is `rankd config`, whose one subcommand is check.
-var configSpec = spec{use: "config", short: "config check FILE: print the resolved boards or the errors", long: configHelp,
-	args: func(_ *cobra.Command, args []string) error {
+var configSpec = cli.Spec{Use: "config", Short: "config check FILE: print the resolved boards or the errors", Long: configHelp,
+	Args: func(_ *cobra.Command, args []string) error {
 		if len(args) > 0 {
-			return usagef("unknown subcommand %q (want check)", args[0])
+			return cli.Usagef("unknown subcommand %q (want check)", args[0])
 		}
 		return nil
 	},
-	flags: func(*pflag.FlagSet) runFunc {
+	Flags: func(*pflag.FlagSet) cli.RunFunc {
 		return func(context.Context, []string, io.Writer, io.Writer) error {
-			return usagef("want a subcommand: check FILE")
+			return cli.Usagef("want a subcommand: check FILE")
 		}
 	}}
 
 // configCommand is configSpec with its check subcommand.
 func configCommand() *cobra.Command {
-	c := configSpec.command()
-	c.AddCommand(spec{use: "check [FILE] [--at TIME]", short: "load FILE as rankd run would and print the result or the errors",
-		long: configHelp, args: atMostOneFile, flags: configCheckFlags}.command())
+	c := configSpec.Command()
+	c.AddCommand(cli.Spec{Use: "check [FILE] [--at TIME]", Short: "load FILE as rankd run would and print the result or the errors",
+		Long: configHelp, Args: atMostOneFile, Flags: configCheckFlags}.Command())
 	return c
 }
 
 // atMostOneFile accepts one FILE argument or none ($RANKD_CONFIG).
 func atMostOneFile(_ *cobra.Command, args []string) error {
 	if len(args) > 1 {
-		return usagef("one FILE at a time (got %d)", len(args))
+		return cli.Usagef("one FILE at a time (got %d)", len(args))
 	}
 	return nil
 }
 
-func configCheckFlags(fs *pflag.FlagSet) runFunc {
+func configCheckFlags(fs *pflag.FlagSet) cli.RunFunc {
 	atFlag := fs.String("at", "", "RFC 3339 `time` of the current periods shown (default: now)")
 	return func(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		var path string
 		switch len(args) {
 		case 0:
-			p, err := configPath("")
+			p, err := cli.ConfigPath("")
 			if err != nil {
-				return usagef("no config file: give FILE or set RANKD_CONFIG")
+				return cli.Usagef("no config file: give FILE or set RANKD_CONFIG")
 			}
 			path = p
 		default:
@@ -66,11 +67,11 @@ func configCheckFlags(fs *pflag.FlagSet) runFunc {
 		if *atFlag != "" {
 			t, err := time.Parse(time.RFC3339, *atFlag)
 			if err != nil {
-				return usagef("--at %q: want RFC 3339", *atFlag)
+				return cli.Usagef("--at %q: want RFC 3339", *atFlag)
 			}
 			at = t
 		}
-		cfg, err := loadConfig(path, stderr)
+		cfg, err := cli.LoadConfig(path, stderr)
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"math/rand/v2"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/cli"
 	"github.com/rankd/rankd/cmd/rankd/internal/devstack"
 	"github.com/rankd/rankd/cmd/rankd/internal/produce"
 	"github.com/rankd/rankd/internal/workload"
@@ -38,22 +39,22 @@ Ctrl-C stops it cleanly and removes what it started. Nothing is kept; the
 broker holds every event in memory (about 0.5 GB per million events).`
 
 // devSpec is `rankd dev` (cmd_dev_nodev.go without dev tooling).
-var devSpec = spec{use: "dev [--http ADDR] [--kafka ADDR] [--rate N] [--seed N] [--no-tui] [--write-config FILE] [--log-format F] [--log-level L]", short: "embedded broker, Redis, traffic, consumer and API for a first look", long: devHelp, flags: devFlags}
+var devSpec = cli.Spec{Use: "dev [--http ADDR] [--kafka ADDR] [--rate N] [--seed N] [--no-tui] [--write-config FILE] [--log-format F] [--log-level L]", Short: "embedded broker, Redis, traffic, consumer and API for a first look", Long: devHelp, Flags: devFlags}
 
-func devFlags(fs *pflag.FlagSet) runFunc {
+func devFlags(fs *pflag.FlagSet) cli.RunFunc {
 	httpAddr := fs.String("http", "127.0.0.1:8080", "`address` of the HTTP API, metrics and health")
 	kafkaAddr := fs.String("kafka", "127.0.0.1:9092", "`address` the embedded Kafka broker listens on and advertises (port 0: a free one)")
 	configOut := fs.String("write-config", "rankd-dev.yaml", "write the config dev runs (the example with its servers' addresses) to this `file`, removed on exit (\"\": none)")
 	rate := fs.Float64("rate", 200, "generated events per second (0: as fast as possible)")
 	noTUI := fs.Bool("no-tui", false, "print a snapshot line every few seconds instead of redrawing the screen")
 	seed := fs.Int64("seed", 0, "workload seed (0: random)")
-	var lf logFlags
-	lf.register(fs, "text", "warn")
+	var lf cli.LogFlags
+	lf.Register(fs, "text", "warn")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if *rate < 0 {
-			return usagef("--rate must not be negative")
+			return cli.Usagef("--rate must not be negative")
 		}
-		log, err := lf.logger(stderr)
+		log, err := lf.Logger(stderr)
 		if err != nil {
 			return err
 		}

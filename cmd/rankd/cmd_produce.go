@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/cli"
 	"github.com/rankd/rankd/cmd/rankd/internal/produce"
 	"github.com/rankd/rankd/internal/workload"
 )
@@ -39,9 +39,9 @@ Without --count or --duration it runs until interrupted. It ends with one
 line: events sent, duration, events/s.`
 
 // produceSpec is `rankd produce`.
-var produceSpec = spec{use: "produce [--brokers B] [--rate N] [--duration D | --count N] [flags]", short: "generate the standard workload (or send a file) to Kafka", long: produceHelp, flags: produceFlags}
+var produceSpec = cli.Spec{Use: "produce [--brokers B] [--rate N] [--duration D | --count N] [flags]", Short: "generate the standard workload (or send a file) to Kafka", Long: produceHelp, Flags: produceFlags}
 
-func produceFlags(fs *pflag.FlagSet) runFunc {
+func produceFlags(fs *pflag.FlagSet) cli.RunFunc {
 	// The default is resolved after parsing so that --help shows one.
 	brokers := fs.String("brokers", "", "comma-separated bootstrap `brokers` (default: $RANKD_KAFKA_BROKERS if set, else localhost:9092)")
 	rate := fs.Float64("rate", 1000, "events per second; 0: as fast as possible")
@@ -63,28 +63,28 @@ func produceFlags(fs *pflag.FlagSet) runFunc {
 			}
 		}
 		if *rate < 0 || *count < 0 || *duration < 0 {
-			return usagef("--rate, --count and --duration must not be negative")
+			return cli.Usagef("--rate, --count and --duration must not be negative")
 		}
-		brokerList := splitList(*brokers)
+		brokerList := cli.SplitList(*brokers)
 		if len(brokerList) == 0 {
-			return usagef("--brokers: none given")
+			return cli.Usagef("--brokers: none given")
 		}
 
 		if *restamp && *file == "" {
-			return usagef("--restamp: only with --file")
+			return cli.Usagef("--restamp: only with --file")
 		}
 		so := produce.SourceOptions{File: *file, Topic: *topic, KeyField: *keyField, Restamp: *restamp, Stdin: os.Stdin,
-			Workload: workload.Config{Seed: *seed, Topics: splitList(*topics), Step: *step}}
+			Workload: workload.Config{Seed: *seed, Topics: cli.SplitList(*topics), Step: *step}}
 		if *file == "" && *startFlag != "" {
 			t, err := time.Parse(time.RFC3339, *startFlag)
 			if err != nil {
-				return usagef("--start %q: want RFC 3339, e.g. 2026-11-21T12:00:00+08:00", *startFlag)
+				return cli.Usagef("--start %q: want RFC 3339, e.g. 2026-11-21T12:00:00+08:00", *startFlag)
 			}
 			so.Workload.Start = t
 		}
 		src, closeSrc, err := produce.Open(so, stderr)
 		if err != nil {
-			return &usageError{err}
+			return &cli.UsageError{Err: err}
 		}
 		defer closeSrc()
 
@@ -96,15 +96,4 @@ func produceFlags(fs *pflag.FlagSet) runFunc {
 		fmt.Fprintln(stdout, res)
 		return err
 	}
-}
-
-// splitList splits a comma-separated list, dropping empty items.
-func splitList(s string) []string {
-	var out []string
-	for p := range strings.SplitSeq(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

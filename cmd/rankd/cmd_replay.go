@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/cli"
 	"github.com/rankd/rankd/consumer/replay"
 	"github.com/rankd/rankd/internal/assembly"
 )
@@ -60,9 +61,9 @@ type replayFlags struct {
 }
 
 // replaySpec is `rankd replay`.
-var replaySpec = spec{use: "replay --config FILE [--boards a,b] [--from earliest|TIME] [--to now|TIME] [--dry-run] [--yes]", short: "rebuild boards from the topics into a new key generation, then switch to it", long: replayHelp, flags: replayCmdFlags}
+var replaySpec = cli.Spec{Use: "replay --config FILE [--boards a,b] [--from earliest|TIME] [--to now|TIME] [--dry-run] [--yes]", Short: "rebuild boards from the topics into a new key generation, then switch to it", Long: replayHelp, Flags: replayCmdFlags}
 
-func replayCmdFlags(fs *pflag.FlagSet) runFunc {
+func replayCmdFlags(fs *pflag.FlagSet) cli.RunFunc {
 	cfgFlag := fs.String("config", "", "config `file` (default $RANKD_CONFIG)")
 	var f replayFlags
 	fs.StringVar(&f.boards, "boards", "", "comma-separated `names` of the boards to rebuild (default: all)")
@@ -78,20 +79,20 @@ func replayCmdFlags(fs *pflag.FlagSet) runFunc {
 	fs.BoolVar(&f.keepOld, "keep-old", false, "do not delete the old generation after the switch")
 	fs.DurationVar(&f.lockTTL, "lock-ttl", 30*time.Second, "TTL of the replay lock, renewed every sixth of it: a replay that dies stops the dual writes of live instances this long after")
 	fs.DurationVar(&f.lockWait, "lock-wait", 0, "wait up to this long for the lock of another replay (a killed one holds it until its TTL ends); 0: fail at once")
-	var lf logFlags
-	lf.register(fs, "text", "info")
+	var lf cli.LogFlags
+	lf.Register(fs, "text", "info")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		cfg, log, _, err := setup(*cfgFlag, &lf, stderr)
+		cfg, log, _, err := cli.Setup(*cfgFlag, &lf, stderr)
 		if err != nil {
 			return err
 		}
-		names := splitList(f.boards)
+		names := cli.SplitList(f.boards)
 		if f.boards != "" && len(names) == 0 {
-			return usagef("--boards %q names no board", f.boards)
+			return cli.Usagef("--boards %q names no board", f.boards)
 		}
 		boards, err := cfg.BoardNames(names)
 		if err != nil {
-			return usagef("--boards: %v", err)
+			return cli.Usagef("--boards: %v", err)
 		}
 		rb, err := assembly.NewRebuild(cfg, boards)
 		if err != nil {
@@ -100,33 +101,33 @@ func replayCmdFlags(fs *pflag.FlagSet) runFunc {
 		rc := &rb.Replay
 		if f.from != "earliest" {
 			if rc.From, err = time.Parse(time.RFC3339, f.from); err != nil {
-				return usagef("--from %q: want earliest or RFC 3339, e.g. 2026-11-01T00:00:00+08:00", f.from)
+				return cli.Usagef("--from %q: want earliest or RFC 3339, e.g. 2026-11-01T00:00:00+08:00", f.from)
 			}
 		}
 		if f.to != "now" {
 			if rc.To, err = time.Parse(time.RFC3339, f.to); err != nil {
-				return usagef("--to %q: want now or RFC 3339", f.to)
+				return cli.Usagef("--to %q: want now or RFC 3339", f.to)
 			}
 			if !f.dryRun {
-				return usagef("--to %s: only with --dry-run (a rebuilt generation must include everything live traffic applied, so it reads to the end of the log)", f.to)
+				return cli.Usagef("--to %s: only with --dry-run (a rebuilt generation must include everything live traffic applied, so it reads to the end of the log)", f.to)
 			}
 		}
 		if f.batch < 1 || f.parallel < 1 {
-			return usagef("--batch and --parallel must be at least 1")
+			return cli.Usagef("--batch and --parallel must be at least 1")
 		}
 		if f.lockTTL < time.Second {
-			return usagef("--lock-ttl %v: want at least 1s", f.lockTTL)
+			return cli.Usagef("--lock-ttl %v: want at least 1s", f.lockTTL)
 		}
 		if !slices.Contains(replay.ProgressModes, f.progress) {
-			return usagef("--progress %q: want auto, bars, log or none", f.progress)
+			return cli.Usagef("--progress %q: want auto, bars, log or none", f.progress)
 		}
 		rc.BatchCount, rc.Parallel = f.batch, f.parallel
 		if len(rc.Topics) == 0 {
-			return usagef("no route feeds %s: nothing to replay", strings.Join(boards, ","))
+			return cli.Usagef("no route feeds %s: nothing to replay", strings.Join(boards, ","))
 		}
 		if !f.dryRun && !f.yes {
 			if !replay.IsTerminal(os.Stdin) {
-				return usagef("stdin is not a terminal: pass --yes to rebuild without confirmation")
+				return cli.Usagef("stdin is not a terminal: pass --yes to rebuild without confirmation")
 			}
 			fmt.Fprintf(stderr, "Rebuild %s from topics %s (%s) into a new generation, then switch to it? [y/N] ",
 				strings.Join(boards, ", "), strings.Join(rc.Topics, ", "), f.from)

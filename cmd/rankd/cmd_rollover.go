@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/cli"
 	"github.com/rankd/rankd/internal/assembly"
 	"github.com/spf13/pflag"
 
@@ -21,23 +22,23 @@ and safe while rankd runs: a Redis lock lets one process roll a board at a
 time. Non-rolling boards need no rollover.`
 
 // rolloverSpec is `rankd rollover`.
-var rolloverSpec = spec{use: "rollover --config FILE [--board NAME] [--at TIME]", short: "prefill the rolling boards now (operators, cron)", long: rolloverHelp, flags: rolloverFlags}
+var rolloverSpec = cli.Spec{Use: "rollover --config FILE [--board NAME] [--at TIME]", Short: "prefill the rolling boards now (operators, cron)", Long: rolloverHelp, Flags: rolloverFlags}
 
-func rolloverFlags(fs *pflag.FlagSet) runFunc {
+func rolloverFlags(fs *pflag.FlagSet) cli.RunFunc {
 	cfgFlag := fs.String("config", "", "config `file` (default $RANKD_CONFIG)")
 	board := fs.String("board", "", "roll only this rolling board (default: all of them)")
 	atFlag := fs.String("at", "", "RFC 3339 `time` whose period to roll up to (default: now + rollover.lead)")
-	var lf logFlags
-	lf.register(fs, "text", "warn")
+	var lf cli.LogFlags
+	lf.Register(fs, "text", "warn")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		cfg, log, path, err := setup(*cfgFlag, &lf, stderr)
+		cfg, log, path, err := cli.Setup(*cfgFlag, &lf, stderr)
 		if err != nil {
 			return err
 		}
 		at := time.Now().Add(cfg.Rollover.Lead)
 		if *atFlag != "" {
 			if at, err = time.Parse(time.RFC3339, *atFlag); err != nil {
-				return usagef("--at %q: want RFC 3339, e.g. 2026-11-22T00:00:00+08:00", *atFlag)
+				return cli.Usagef("--at %q: want RFC 3339, e.g. 2026-11-22T00:00:00+08:00", *atFlag)
 			}
 		}
 		var boards []*ranking.Board
@@ -48,9 +49,9 @@ func rolloverFlags(fs *pflag.FlagSet) runFunc {
 		}
 		switch b := cfg.Board(*board); {
 		case *board != "" && b == nil:
-			return usagef("--board %q: no such board in %s", *board, path)
+			return cli.Usagef("--board %q: no such board in %s", *board, path)
 		case *board != "" && b.Window != ranking.WindowRolling:
-			return usagef("--board %q: a %s board; only rolling boards roll over", *board, b.Window)
+			return cli.Usagef("--board %q: a %s board; only rolling boards roll over", *board, b.Window)
 		case len(boards) == 0:
 			fmt.Fprintf(stdout, "%s has no rolling boards: nothing to do\n", path)
 			return nil

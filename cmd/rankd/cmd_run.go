@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/cli"
 	"github.com/rankd/rankd/internal/assembly"
 	"github.com/spf13/pflag"
 )
@@ -34,13 +35,13 @@ stops it with an error naming the setting (exit 1); a server that is down
 does not (it retries, and /readyz says not ready).`
 
 // runSpec is `rankd run`.
-var runSpec = spec{use: "run --config FILE [--http ADDR] [flags]", short: "consume events, apply them to the boards, serve the HTTP API", long: runHelp, flags: runFlags}
+var runSpec = cli.Spec{Use: "run --config FILE [--http ADDR] [flags]", Short: "consume events, apply them to the boards, serve the HTTP API", Long: runHelp, Flags: runFlags}
 
-func runFlags(fs *pflag.FlagSet) runFunc {
+func runFlags(fs *pflag.FlagSet) cli.RunFunc {
 	cfgFlag := fs.String("config", "", "config `file` (default $RANKD_CONFIG)")
 	httpFlag := fs.String("http", "", "`address` of the HTTP API, page, metrics and health, e.g. 127.0.0.1:8081 (default: http.listen, or $RANKD_HTTP_LISTEN)")
-	var lf logFlags
-	lf.register(fs, "json", "info")
+	var lf cli.LogFlags
+	lf.Register(fs, "json", "info")
 	var tune assembly.Tuning
 	fs.DurationVar(&tune.SessionTimeout, "session-timeout", 0,
 		"consumer group session timeout: how long a crashed instance keeps its partitions (0: kafka.session_timeout)")
@@ -51,7 +52,7 @@ func runFlags(fs *pflag.FlagSet) runFunc {
 	fs.DurationVar(&tune.ShutdownTimeout, "shutdown-timeout", 0,
 		"on SIGINT/SIGTERM, time allowed to apply and commit the batch in hand (0: kafka.shutdown_timeout)")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		cfg, log, path, err := setup(*cfgFlag, &lf, stderr)
+		cfg, log, path, err := cli.Setup(*cfgFlag, &lf, stderr)
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/cli"
 	"github.com/rankd/rankd/internal/version"
 	"github.com/spf13/pflag"
 )
@@ -26,9 +27,9 @@ neither (go run, -buildvcs=false, a git worktree).
 "rankd --version" is the same.`
 
 // versionSpec is `rankd version`.
-var versionSpec = spec{use: "version", short: "print the version and the VCS revision rankd was built from", long: versionHelp, flags: versionFlags}
+var versionSpec = cli.Spec{Use: "version", Short: "print the version and the VCS revision rankd was built from", Long: versionHelp, Flags: versionFlags}
 
-func versionFlags(fs *pflag.FlagSet) runFunc {
+func versionFlags(fs *pflag.FlagSet) cli.RunFunc {
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, version.String())
 		return nil

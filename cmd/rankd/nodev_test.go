@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/rankd/rankd/cmd/rankd/internal/cli"
 )
 
 // devOnly are the modules only `rankd dev` (its embedded Redis and Kafka
@@ -55,11 +57,11 @@ func TestNodev(t *testing.T) {
 		t.Fatalf("go build -tags nodev: %v\n%s", err, out)
 	}
 	out, err := exec.Command(bin, "dev").CombinedOutput()
-	if code := exitCode(err); code != exitUsage || !regexp.MustCompile(`^rankd dev: not in this build: rankd was built with -tags nodev`).Match(out) {
+	if code := exitCode(err); code != cli.ExitUsage || !regexp.MustCompile(`^rankd dev: not in this build: rankd was built with -tags nodev`).Match(out) {
 		t.Errorf("rankd dev in a nodev build: exit %d, output %q; want 2 and why", code, out)
 	}
 	out, err = exec.Command(bin, "bench").CombinedOutput()
-	if code := exitCode(err); code != exitUsage || !regexp.MustCompile(`^rankd bench: not in this build: rankd was built with -tags nodev`).Match(out) {
+	if code := exitCode(err); code != cli.ExitUsage || !regexp.MustCompile(`^rankd bench: not in this build: rankd was built with -tags nodev`).Match(out) {
 		t.Errorf("rankd bench in a nodev build: exit %d, output %q; want 2 and why", code, out)
 	}
 	out, err = exec.Command(bin, "--help").CombinedOutput()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/cli"
 	"github.com/rankd/rankd/internal/assembly"
 	"github.com/redis/go-redis/v9"
 )
@@ -25,8 +26,8 @@ func TestRedisPoolErrorLogged(t *testing.T) {
 	ln.Close() // nothing listens there now
 
 	var out syncBuffer
-	lf := logFlags{format: "json", level: "warn"}
-	if _, err := lf.logger(&out); err != nil {
+	lf := cli.LogFlags{Format: "json", Level: "warn"}
+	if _, err := lf.Logger(&out); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { assembly.SetRedisLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))) })

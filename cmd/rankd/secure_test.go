@@ -19,6 +19,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/cli"
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/internal/assembly"
 	"github.com/rankd/rankd/internal/secure"
@@ -431,7 +432,7 @@ func TestSecureRun(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("rankd run did not stop within 60s of its context")
 	}
-	if r.code != exitOK {
+	if r.code != cli.ExitOK {
 		t.Fatalf("rankd run exited %d:\n%s", r.code, r.out)
 	}
 	if !strings.Contains(r.out, `"metrics_http":"`+w.metricsAddr+`"`) {
@@ -440,7 +441,7 @@ func TestSecureRun(t *testing.T) {
 
 	t.Run("config check", func(t *testing.T) {
 		code, out := w.rankd(t.Context(), "config", "check", w.configPath)
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Fatalf("config check: %d\n%s", code, out)
 		}
 		for _, want := range []string{
@@ -456,7 +457,7 @@ func TestSecureRun(t *testing.T) {
 
 	t.Run("replay", func(t *testing.T) {
 		code, out := w.rankd(t.Context(), "replay", "--config", w.configPath, "--yes", "--progress", "none", "--drop-after", "0s", "--log-level", "debug")
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Fatalf("replay over TLS and SASL: %d\n%s", code, out)
 		}
 		// The board, rebuilt into a new generation, holds exactly the
@@ -490,7 +491,7 @@ func TestSecureRun(t *testing.T) {
 		start := time.Now()
 		code, out := w.rankd(t.Context(), "run", "--config", w.configPath, "--log-level", "debug")
 		t.Logf("wrong Redis password: exit %d after %v", code, time.Since(start).Round(time.Millisecond))
-		if code != exitFailure || !strings.Contains(out, "rankd run: redis: authentication failed (check redis.username and RANKD_REDIS_PASSWORD or redis.password_file): WRONGPASS") {
+		if code != cli.ExitFailure || !strings.Contains(out, "rankd run: redis: authentication failed (check redis.username and RANKD_REDIS_PASSWORD or redis.password_file): WRONGPASS") {
 			t.Errorf("wrong Redis password: exit %d:\n%s", code, out)
 		}
 		t.Setenv(config.EnvRedisPassword, w.redisPW)
@@ -498,7 +499,7 @@ func TestSecureRun(t *testing.T) {
 		start = time.Now()
 		code, out = w.rankd(t.Context(), "run", "--config", w.configPath, "--log-level", "debug")
 		t.Logf("wrong Kafka password: exit %d after %v", code, time.Since(start).Round(time.Millisecond))
-		if code != exitFailure || !strings.Contains(out, "rankd run: kafka: SASL authentication failed (check kafka.sasl.username and RANKD_KAFKA_SASL_PASSWORD or kafka.sasl.password_file)") {
+		if code != cli.ExitFailure || !strings.Contains(out, "rankd run: kafka: SASL authentication failed (check kafka.sasl.username and RANKD_KAFKA_SASL_PASSWORD or kafka.sasl.password_file)") {
 			t.Errorf("wrong Kafka password: exit %d:\n%s", code, out)
 		}
 		w.setKafkaPassword(t, w.kafkaPW)
@@ -538,7 +539,7 @@ func TestSecureRunCluster(t *testing.T) {
 	cancel()
 	select {
 	case code := <-done:
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Fatalf("rankd run exited %d", code)
 		}
 	case <-time.After(60 * time.Second):

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/cli"
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/internal/assembly"
 	"github.com/rankd/rankd/internal/secure"
@@ -47,7 +48,7 @@ func TestConfigCheckSentinel(t *testing.T) {
 	src = strings.Replace(src, "    addrs: [10.0.0.1:26379, 10.0.0.2:26379]", "    addrs: [10.0.0.1:26379, 10.0.0.2:26379]\n    username: watcher", 1)
 	path := writeFile(t, "rankd.yaml", src)
 	code, stdout, stderr := runCLI(t, "config", "check", path)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{
@@ -67,7 +68,7 @@ func TestConfigCheckSentinel(t *testing.T) {
 	line := 1 + strings.Count(bad[:strings.Index(bad, "  addr: localhost:6379\n  sentinel:")], "\n")
 	code, _, stderr = runCLI(t, "config", "check", writeFile(t, "rankd.yaml", bad))
 	want := "rankd.yaml:" + strconv.Itoa(line) + ":9: redis.addr: set with redis.sentinel: leave it out (the sentinels give the primary's address)"
-	if code != exitUsage || !strings.Contains(stderr, want) {
+	if code != cli.ExitUsage || !strings.Contains(stderr, want) {
 		t.Errorf("addr and sentinel: exit %d, stderr\n%s\nwant %s", code, stderr, want)
 	}
 }
