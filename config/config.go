@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 	_ "time/tzdata" // time zones on machines without a zoneinfo database
 
@@ -100,6 +101,18 @@ type Redis struct {
 
 // Cluster reports whether Redis is a cluster (Addrs set).
 func (r Redis) Cluster() bool { return len(r.Addrs) > 0 }
+
+// Servers names r's servers for a log line: the sentinel master and its
+// sentinels, the cluster seeds, or the address.
+func (r Redis) Servers() string {
+	switch {
+	case r.Sentinel.Enabled():
+		return "sentinel " + r.Sentinel.MasterName + " via " + strings.Join(r.Sentinel.Addrs, ",")
+	case r.Cluster():
+		return strings.Join(r.Addrs, ",")
+	}
+	return r.Addr
+}
 
 // Sentinel configures Redis Sentinel (redis.sentinel): the client asks the
 // sentinels for the address of the primary monitored as MasterName and

@@ -72,16 +72,9 @@ func runFlags(fs *pflag.FlagSet) cli.RunFunc {
 			_ = s.Close()
 			return err
 		}
-		redisAddr := cfg.Redis.Addr
-		switch {
-		case cfg.Redis.Sentinel.Enabled():
-			redisAddr = "sentinel " + cfg.Redis.Sentinel.MasterName + " via " + strings.Join(cfg.Redis.Sentinel.Addrs, ",")
-		case cfg.Redis.Cluster():
-			redisAddr = strings.Join(cfg.Redis.Addrs, ",")
-		}
 		log.Info("rankd running", "config", path, "brokers", strings.Join(cfg.Kafka.Brokers, ","),
 			"group", cfg.Kafka.Group, "topics", strings.Join(cfg.Kafka.Topics, ","), "workers", cfg.Kafka.Workers,
-			"redis", redisAddr, "cluster", cfg.Redis.Cluster(), "prefix", cfg.Redis.Prefix,
+			"redis", cfg.Redis.Servers(), "cluster", cfg.Redis.Cluster(), "prefix", cfg.Redis.Prefix,
 			"http", ln.Addr().String(), "metrics_http", s.MetricsAddr(), "boards", len(cfg.Boards()))
 		err = s.Run(ctx, ln)
 		if err != nil {

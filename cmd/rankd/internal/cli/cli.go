@@ -61,6 +61,17 @@ func (s Spec) Command() *cobra.Command {
 	return c
 }
 
+// NotInBuild is the Spec of a command that this build leaves out (-tags
+// nodev, the image): hidden, and saying why when asked for.
+func NotInBuild(use, why string) Spec {
+	return Spec{Use: use, Hidden: true, Raw: true, Flags: func(*pflag.FlagSet) RunFunc {
+		return func(context.Context, []string, io.Writer, io.Writer) error {
+			return Usagef("not in this build: rankd was built with -tags nodev, without %s; "+
+				"a default build has it (go run ./cmd/rankd %s in a checkout)", why, use)
+		}
+	}}
+}
+
 // Execute runs the command of args in root and returns the exit code; the
 // error, if any, goes to stderr (root must silence cobra's own printing).
 func Execute(ctx context.Context, root *cobra.Command, args []string, stderr io.Writer) int {
