@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/cli"
-	"github.com/rankd/rankd/cmd/rankd/internal/servers"
+	"github.com/rankd/rankd/internal/servers"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/bench"
 	"github.com/spf13/pflag"
@@ -107,4 +107,4 @@ func benchFlags(fs *pflag.FlagSet, adjust func(*bench.Options)) cli.RunFunc {
 
 // child runs this process as the broker of a `rankd bench` that started it
 // (servers.Child).
-func child() (int, bool) { return servers.Child() }
+func child() (int, bool) { return servers.Child(nil) }

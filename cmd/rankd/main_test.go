@@ -19,13 +19,9 @@ import (
 )
 
 // TestMain runs the test binary as the broker when `rankd bench` (TestBench,
-// in process) re-runs it to start one (servers.Child).
-func TestMain(m *testing.M) {
-	if code, ok := child(); ok {
-		os.Exit(code)
-	}
-	testenv.Main(m)
-}
+// in process) or testenv.StartBrokerProcess starts it again to be one
+// (testenv.Main calls servers.Child).
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // TestBinary runs the rankd binary as a user would: it builds it once into
 // its temp dir, then runs the subprocess tests (dev smoke test, SIGKILL

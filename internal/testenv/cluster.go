@@ -6,12 +6,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rankd/rankd/internal/proc"
+	"github.com/rankd/rankd/internal/servers"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -92,12 +95,12 @@ func startSharedCluster() (*RedisCluster, error) {
 			return nil, err
 		}
 		dirs = append(dirs, dir)
-		args := append(redisArgs(dir, RedisOptions{}),
+		args := append([]string(nil),
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
 			"--cluster-node-timeout", "5000",
 		)
-		node, err := startLocalRedis(dir, args, true)
+		node, err := startLocalRedis(servers.RedisOptions{Dir: dir, Args: args, More: clusterBus})
 		if err != nil {
 			stop()
 			return nil, err
@@ -169,4 +172,13 @@ func containsAll(info string, lines []string) bool {
 		}
 	}
 	return true
+}
+
+// clusterBus gives a cluster node a free cluster bus port.
+func clusterBus(int) ([]string, error) {
+	bus, err := proc.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	return []string{"--cluster-port", strconv.Itoa(bus)}, nil
 }

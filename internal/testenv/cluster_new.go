@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rankd/rankd/internal/servers"
 )
 
 // RedisClusterOptions configures a dedicated cluster started by NewCluster.
@@ -47,12 +49,12 @@ func NewCluster(t testing.TB, opts RedisClusterOptions) *RedisCluster {
 		}
 	})
 	for _, dir := range dirs {
-		args := append(redisArgs(dir, RedisOptions{Persist: opts.Persist}),
+		args := append([]string(nil),
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
 			"--cluster-node-timeout", "5000",
 		)
-		node, err := startLocalRedis(dir, args, true)
+		node, err := startLocalRedis(servers.RedisOptions{Dir: dir, Persist: opts.Persist, Args: args, More: clusterBus})
 		require(t, err)
 		node.dedicated = true
 		c.nodes = append(c.nodes, node)

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestNewClusterRestart: a node of a persistent dedicated cluster killed
@@ -57,7 +59,9 @@ func TestNewClusterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
-	if err := pingRedis(addr); err == nil {
+	probe := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: time.Second, MaxRetries: -1})
+	defer probe.Close()
+	if err := probe.Ping(t.Context()).Err(); err == nil {
 		t.Fatal("a stopped node answered PING")
 	}
 	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {

@@ -7,12 +7,21 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+
+	"github.com/rankd/rankd/internal/servers"
+	"github.com/rankd/rankd/internal/testenv/kgroup"
 )
 
 // Main runs the tests of a package and then stops every shared server and
 // broker that the helpers started, removes their temp dirs and exits with the
-// tests' status. Call it from TestMain.
+// tests' status. Call it from TestMain. When StartBrokerProcess (or
+// servers.StartBroker) starts the test binary again to be a broker, Main
+// runs the broker instead of the tests (servers.Child).
 func Main(m *testing.M) {
+	// The hook: kfake's groups as Kafka runs them, unless KfakeDeadMembers.
+	if code, ok := servers.Child(kgroup.Hook); ok {
+		os.Exit(code)
+	}
 	code := m.Run()
 	runCleanups()
 	os.Exit(code)

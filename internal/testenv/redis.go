@@ -5,10 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rankd/rankd/internal/proc"
+	"github.com/rankd/rankd/internal/servers"
 	"github.com/redis/go-redis/v9"
 	"github.com/testcontainers/testcontainers-go"
 	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
@@ -28,9 +25,6 @@ const (
 	redisImage = "redis:7.0"
 
 	installRedis = "install redis-server (apt-get install redis-server) or run a Docker engine, or set REDIS_ADDR"
-
-	redisReadyTimeout = 20 * time.Second
-	redisStopGrace    = 15 * time.Second
 )
 
 // errSharedRedis is returned by the lifecycle methods of a server that is
@@ -49,20 +43,11 @@ type RedisOptions struct {
 }
 
 // RedisServer is a Redis server for tests: a redis-server process run by this
-// package, a container, or a server named by REDIS_ADDR.
+// package (servers.Redis), a container, or a server named by REDIS_ADDR.
 type RedisServer struct {
 	addr      string
-	dedicated bool // the lifecycle methods are allowed
-
-	// Set only when this package runs the process.
-	port int
-	dir  string
-	conf string   // config file, the first argument when set (sentinel.conf)
-	pass string   // the server's requirepass, sent before PING when waiting for it
-	args []string // redis-server arguments, without the port
-
-	mu   sync.Mutex
-	proc *proc.Process
+	dedicated bool           // the lifecycle methods are allowed
+	srv       *servers.Redis // set only when this package runs the process
 }
 
 var sharedRedis struct {
@@ -101,7 +86,7 @@ func startSharedRedis() (*RedisServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := startLocalRedis(dir, redisArgs(dir, RedisOptions{}), false)
+	srv, err := startLocalRedis(servers.RedisOptions{Dir: dir})
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		if containerErr != nil {
@@ -148,69 +133,23 @@ func startRedisContainer() (*RedisServer, error) {
 func NewRedis(t testing.TB, opts RedisOptions) *RedisServer {
 	t.Helper()
 	dir := t.TempDir()
-	srv, err := startLocalRedis(dir, redisArgs(dir, opts), false)
+	srv, err := startLocalRedis(servers.RedisOptions{Dir: dir, Persist: opts.Persist, Args: opts.Args})
 	require(t, err)
 	srv.dedicated = true
 	t.Cleanup(func() { srv.shutdown(syscall.SIGTERM) })
 	return srv
 }
 
-// redisArgs returns redis-server's arguments, without the port.
-func redisArgs(dir string, opts RedisOptions) []string {
-	args := []string{
-		"--bind", "127.0.0.1",
-		"--protected-mode", "no",
-		"--daemonize", "no",
-		"--dir", dir,
-		"--logfile", redisLog(dir),
-	}
-	if opts.Persist {
-		args = append(args,
-			"--save", "1 1",
-			"--dbfilename", "dump.rdb",
-			"--appendonly", "yes",
-			"--appendfsync", "always",
-		)
-	} else {
-		args = append(args, "--save", "", "--appendonly", "no")
-	}
-	return append(args, opts.Args...)
-}
-
-func redisLog(dir string) string { return filepath.Join(dir, "redis.log") }
-
-// startLocalRedis runs redis-server with args on a free port, trying a few
-// ports in case another process takes the chosen one first. With clusterBus
-// it also gives the node a free cluster bus port.
-func startLocalRedis(dir string, args []string, clusterBus bool) (*RedisServer, error) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
+// startLocalRedis runs redis-server with opts on a free port.
+func startLocalRedis(opts servers.RedisOptions) (*RedisServer, error) {
+	srv, err := servers.StartRedis(context.Background(), opts)
+	if errors.Is(err, servers.ErrNoRedisServer) {
 		return nil, errMissing{"redis-server not found in PATH: " + installRedis}
 	}
-	var err error
-	for range 3 {
-		var port int
-		if port, err = proc.FreePort(); err != nil {
-			return nil, err
-		}
-		srvArgs := args
-		if clusterBus {
-			var bus int
-			if bus, err = proc.FreePort(); err != nil {
-				return nil, err
-			}
-			srvArgs = append(append([]string(nil), args...), "--cluster-port", strconv.Itoa(bus))
-		}
-		srv := &RedisServer{
-			addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-			port: port,
-			dir:  dir,
-			args: srvArgs,
-		}
-		if err = srv.start(); err == nil {
-			return srv, nil
-		}
+	if err != nil {
+		return nil, err
 	}
-	return nil, err
+	return &RedisServer{addr: srv.Addr(), srv: srv}, nil
 }
 
 // Addr returns the server's host:port.
@@ -218,7 +157,12 @@ func (s *RedisServer) Addr() string { return s.addr }
 
 // Dir returns the server's working directory (its dump.rdb), "" when this
 // package does not run the process.
-func (s *RedisServer) Dir() string { return s.dir }
+func (s *RedisServer) Dir() string {
+	if s.srv == nil {
+		return ""
+	}
+	return s.srv.Dir()
+}
 
 // Client returns a client of the server, closed at t's cleanup.
 func (s *RedisServer) Client(t testing.TB) *redis.Client {
@@ -231,12 +175,10 @@ func (s *RedisServer) Client(t testing.TB) *redis.Client {
 // PID returns the process id of the redis-server this package runs, or 0
 // when it is not running or not run by this package.
 func (s *RedisServer) PID() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil || s.proc.Exited() {
+	if s.srv == nil {
 		return 0
 	}
-	return s.proc.PID()
+	return s.srv.PID()
 }
 
 // Stop shuts the server down with SIGTERM and waits for it to exit; with
@@ -267,7 +209,7 @@ func (s *RedisServer) Start() error {
 	if !s.dedicated {
 		return errSharedRedis
 	}
-	return s.start()
+	return s.srv.Start()
 }
 
 // Restart stops the server (SIGTERM) and starts it again on the same port.
@@ -313,44 +255,11 @@ func parseUsedCPU(info string) (float64, error) {
 	return sum, nil
 }
 
-// start runs the process if it is not running and waits until it answers.
-func (s *RedisServer) start() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc != nil && !s.proc.Exited() {
-		return nil
-	}
-	var args []string
-	if s.conf != "" {
-		args = append(args, s.conf)
-	}
-	args = append(append(args, "--port", strconv.Itoa(s.port)), s.args...)
-	cmd := exec.Command("redis-server", args...)
-	cmd.Dir = s.dir
-	proc, err := proc.Start(cmd)
-	if err != nil {
-		return fmt.Errorf("starting redis-server: %w", err)
-	}
-	if err := waitRedis(s.addr, s.pass, proc); err != nil {
-		proc.Stop(syscall.SIGKILL, redisStopGrace)
-		logTail, _ := os.ReadFile(redisLog(s.dir))
-		return fmt.Errorf("redis-server on %s: %w\n%s", s.addr, err, tail(string(logTail), 20))
-	}
-	s.proc = proc
-	return nil
-}
-
 // shutdown sends sig to the process, if this package runs it, and waits for
-// it to exit. A paused process is continued first, so that it can act on
-// SIGTERM.
+// it to exit.
 func (s *RedisServer) shutdown(sig syscall.Signal) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc != nil {
-		if !s.proc.Exited() {
-			_ = syscall.Kill(s.proc.PID(), syscall.SIGCONT)
-		}
-		s.proc.Stop(sig, redisStopGrace)
+	if s.srv != nil {
+		s.srv.Stop(sig)
 	}
 }
 
@@ -368,68 +277,7 @@ func (s *RedisServer) signal(sig syscall.Signal) error {
 	if !s.dedicated {
 		return errSharedRedis
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil || s.proc.Exited() {
-		return fmt.Errorf("testenv: redis-server on %s is not running", s.addr)
-	}
-	return syscall.Kill(s.proc.PID(), sig)
-}
-
-// waitRedis waits until the server at addr answers PING with PONG (after
-// AUTH with pass, when set); it fails early if proc exits.
-func waitRedis(addr, pass string, proc *proc.Process) error {
-	deadline := time.Now().Add(redisReadyTimeout)
-	for {
-		if proc.Exited() {
-			return fmt.Errorf("exited: %v", proc.Err())
-		}
-		if pingRedisAuth(addr, pass) == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no PONG within %v", redisReadyTimeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// pingRedis sends one PING in RESP and expects +PONG (a loading server
-// answers -LOADING).
-func pingRedis(addr string) error { return pingRedisAuth(addr, "") }
-
-// pingRedisAuth is pingRedis after AUTH pass, when pass is set.
-func pingRedisAuth(addr, pass string) error {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	r := bufio.NewReader(conn)
-	if pass != "" {
-		if _, err := fmt.Fprintf(conn, "*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n", len(pass), pass); err != nil {
-			return err
-		}
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return err
-		}
-		if line != "+OK\r\n" {
-			return fmt.Errorf("AUTH answered %q", strings.TrimSpace(line))
-		}
-	}
-	if _, err := conn.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
-		return err
-	}
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if line != "+PONG\r\n" {
-		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
-	}
-	return nil
+	return s.srv.Signal(sig)
 }
 
 // tail returns the last n lines of s.

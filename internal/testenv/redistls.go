@@ -1,24 +1,20 @@
 package testenv
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rankd/rankd/internal/proc"
+	"github.com/rankd/rankd/internal/servers"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -51,15 +47,11 @@ type TLSRedisOptions struct {
 // TLSRedis is a redis-server run by this package that speaks only TLS
 // (--port 0 --tls-port N), with ACL users, for t alone.
 type TLSRedis struct {
+	srv  *servers.Redis
 	addr string
 	port int
 	bus  int // cluster bus port, 0 outside a cluster
-	dir  string
-	args []string
 	pki  *PKI
-
-	mu   sync.Mutex
-	proc *proc.Process
 }
 
 // NewTLSRedis starts a TLS-only redis-server on a free loopback port and
@@ -73,12 +65,12 @@ func NewTLSRedis(t testing.TB, opts TLSRedisOptions) *TLSRedis {
 	return s
 }
 
-func tlsRedisArgs(dir string, opts TLSRedisOptions) []string {
+func tlsRedisArgs(opts TLSRedisOptions) []string {
 	auth := "no"
 	if opts.ClientAuth {
 		auth = "yes"
 	}
-	args := append(redisArgs(dir, RedisOptions{}),
+	args := append([]string(nil),
 		"--port", "0",
 		"--tls-cert-file", opts.PKI.ServerCertFile,
 		"--tls-key-file", opts.PKI.ServerKeyFile,
@@ -92,35 +84,20 @@ func tlsRedisArgs(dir string, opts TLSRedisOptions) []string {
 	return append(args, opts.Args...)
 }
 
-// startTLSRedis starts a server in dir, trying a few free ports; extra
-// gets the chosen port and returns more arguments (the cluster's).
-func startTLSRedis(dir string, opts TLSRedisOptions, extra func(port int) ([]string, error)) (*TLSRedis, error) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		return nil, errMissing{"redis-server not found in PATH: " + installRedis}
-	}
+// startTLSRedis starts a server in dir on a free port; more gets the
+// chosen port and returns more arguments (the cluster's).
+func startTLSRedis(dir string, opts TLSRedisOptions, more func(port int) ([]string, error)) (*TLSRedis, error) {
 	if opts.PKI == nil {
 		return nil, fmt.Errorf("testenv: TLSRedisOptions.PKI is required")
 	}
-	var err error
-	for range 3 {
-		var port int
-		if port, err = proc.FreePort(); err != nil {
-			return nil, err
-		}
-		args := tlsRedisArgs(dir, opts)
-		if extra != nil {
-			more, err := extra(port)
-			if err != nil {
-				return nil, err
-			}
-			args = append(args, more...)
-		}
-		s := &TLSRedis{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), port: port, dir: dir, args: args, pki: opts.PKI}
-		if err = s.start(); err == nil {
-			return s, nil
-		}
+	srv, err := servers.StartRedis(context.Background(), servers.RedisOptions{Dir: dir, Args: tlsRedisArgs(opts), More: more, TLS: opts.PKI.ClientTLS()})
+	if errors.Is(err, servers.ErrNoRedisServer) {
+		return nil, errMissing{"redis-server not found in PATH: " + installRedis}
 	}
-	return nil, err
+	if err != nil {
+		return nil, fmt.Errorf("redis-server (TLS): %w", err)
+	}
+	return &TLSRedis{srv: srv, addr: srv.Addr(), port: srv.Port(), pki: opts.PKI}, nil
 }
 
 // Addr returns the server's host:port (TLS).
@@ -143,77 +120,9 @@ func (s *TLSRedis) adminOptions() *redis.Options {
 func (s *TLSRedis) Stop() { s.shutdown(syscall.SIGTERM) }
 
 // Start starts a stopped server again on the same port.
-func (s *TLSRedis) Start() error { return s.start() }
+func (s *TLSRedis) Start() error { return s.srv.Start() }
 
-func (s *TLSRedis) start() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc != nil && !s.proc.Exited() {
-		return nil
-	}
-	args := append([]string{"--tls-port", strconv.Itoa(s.port)}, s.args...)
-	cmd := exec.Command("redis-server", args...)
-	cmd.Dir = s.dir
-	proc, err := proc.Start(cmd)
-	if err != nil {
-		return fmt.Errorf("starting redis-server: %w", err)
-	}
-	if err := waitTLSRedis(s.addr, s.pki.ClientTLS(), proc); err != nil {
-		proc.Stop(syscall.SIGKILL, redisStopGrace)
-		logTail, _ := os.ReadFile(redisLog(s.dir))
-		return fmt.Errorf("redis-server (TLS) on %s: %w\n%s", s.addr, err, tail(string(logTail), 20))
-	}
-	s.proc = proc
-	return nil
-}
-
-func (s *TLSRedis) shutdown(sig syscall.Signal) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc != nil {
-		s.proc.Stop(sig, redisStopGrace)
-	}
-}
-
-// waitTLSRedis waits until the server answers a PING over TLS (+PONG, or
-// -NOAUTH when the default user is off).
-func waitTLSRedis(addr string, tc *tls.Config, proc *proc.Process) error {
-	deadline := time.Now().Add(redisReadyTimeout)
-	var last error
-	for {
-		if proc.Exited() {
-			return fmt.Errorf("exited: %v", proc.Err())
-		}
-		if last = pingTLSRedis(addr, tc); last == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no PONG within %v: %v", redisReadyTimeout, last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func pingTLSRedis(addr string, tc *tls.Config) error {
-	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: time.Second}, Config: tc}
-	conn, err := d.Dial("tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if line != "+PONG\r\n" && !strings.HasPrefix(line, "-NOAUTH") {
-		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
-	}
-	return nil
-}
+func (s *TLSRedis) shutdown(sig syscall.Signal) { s.srv.Stop(sig) }
 
 // TLSRedisCluster is a Redis Cluster of TLS-only masters (the cluster bus
 // over TLS too) run by this package for t alone.

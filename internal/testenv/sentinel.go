@@ -7,15 +7,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rankd/rankd/internal/servers"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/rankd/rankd/internal/proc"
 )
 
 // RedisSentinelOptions configures NewSentinel; zero values take the
@@ -82,12 +80,12 @@ func NewSentinel(t testing.TB, opts RedisSentinelOptions) *RedisSentinel {
 	})
 	// Full syncs start at once (the default waits 5s for more replicas).
 	nodeArgs := []string{"--repl-diskless-sync-delay", "0"}
-	primary, err := startLocalRedis(dirs[0], redisArgs(dirs[0], RedisOptions{Args: nodeArgs}), false)
+	primary, err := startLocalRedis(servers.RedisOptions{Dir: dirs[0], Args: nodeArgs})
 	require(t, err)
 	primary.dedicated = true
 	s.nodes = append(s.nodes, primary)
 	host, port, _ := net.SplitHostPort(primary.addr)
-	replica, err := startLocalRedis(dirs[1], redisArgs(dirs[1], RedisOptions{Args: append(nodeArgs, "--replicaof", host, port)}), false)
+	replica, err := startLocalRedis(servers.RedisOptions{Dir: dirs[1], Args: append(nodeArgs, "--replicaof", host, port)})
 	require(t, err)
 	replica.dedicated = true
 	s.nodes = append(s.nodes, replica)
@@ -123,18 +121,14 @@ func startSentinel(dir string, opts RedisSentinelOptions, primary string) (*Redi
 		text += "requirepass " + opts.Password + "\n"
 	}
 	args := []string{"--sentinel", "--bind", "127.0.0.1", "--protected-mode", "no", "--daemonize", "no",
-		"--dir", dir, "--logfile", redisLog(dir)}
+		"--dir", dir, "--logfile", servers.RedisLog(dir)}
 	for range 3 {
 		// Written anew for each try: the sentinel rewrites it.
 		if err = os.WriteFile(conf, []byte(text), 0o600); err != nil {
 			return nil, err
 		}
-		var p int
-		if p, err = proc.FreePort(); err != nil {
-			return nil, err
-		}
-		srv := &RedisServer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), port: p, dir: dir, conf: conf, pass: opts.Password, args: args}
-		if err = srv.start(); err == nil {
+		var srv *RedisServer
+		if srv, err = startLocalRedis(servers.RedisOptions{Dir: dir, Conf: conf, Password: opts.Password, Args: args, NoDefaults: true}); err == nil {
 			return srv, nil
 		}
 	}

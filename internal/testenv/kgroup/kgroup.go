@@ -120,6 +120,11 @@ func ExpireDeadMembers(c *kfake.Cluster) *Reaper {
 	return r
 }
 
+// Hook is ExpireDeadMembers in the shape of a servers.ChildHook: the
+// brokers of the test binaries (testenv.Main) and of the kbroker command
+// run it.
+func Hook(c *kfake.Cluster) (stop func()) { return ExpireDeadMembers(c).Stop }
+
 // Stop stops the reaper; the observer stays installed.
 func (r *Reaper) Stop() {
 	select {

@@ -37,9 +37,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/rankd/rankd/cmd/rankd/internal/servers"
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
+	"github.com/rankd/rankd/internal/servers"
 )
 
 // The phases, in the order they run.
@@ -357,7 +357,7 @@ func setup(ctx context.Context, o Options, prog *progress) (_ *env, err error) {
 		e.redisAddr = o.Redis
 	} else {
 		prog.set("starting redis-server", nil)
-		r, err := servers.StartRedis(ctx)
+		r, err := servers.StartRedis(ctx, servers.RedisOptions{})
 		if err != nil {
 			return nil, err
 		}

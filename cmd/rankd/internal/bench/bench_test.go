@@ -8,13 +8,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rankd/rankd/cmd/rankd/internal/servers"
+	"github.com/rankd/rankd/internal/servers"
 	"github.com/rankd/rankd/internal/testenv"
 )
 
 func startRedis(t *testing.T) *servers.Redis {
 	t.Helper()
-	r, err := servers.StartRedis(t.Context())
+	r, err := servers.StartRedis(t.Context(), servers.RedisOptions{})
 	if errors.Is(err, servers.ErrNoRedisServer) {
 		testenv.Unavailable(t, "%v", err)
 	}

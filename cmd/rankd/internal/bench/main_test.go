@@ -1,18 +1,11 @@
 package bench
 
 import (
-	"os"
 	"testing"
-
-	"github.com/rankd/rankd/cmd/rankd/internal/servers"
 
 	"github.com/rankd/rankd/internal/testenv"
 )
 
-// TestMain runs the test binary as the broker when StartBroker re-runs it.
-func TestMain(m *testing.M) {
-	if code, ok := servers.Child(); ok {
-		os.Exit(code)
-	}
-	testenv.Main(m)
-}
+// TestMain runs the test binary as the broker when servers.StartBroker
+// starts it again (testenv.Main calls servers.Child).
+func TestMain(m *testing.M) { testenv.Main(m) }

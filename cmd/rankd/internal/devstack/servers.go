@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/rankd/rankd/cmd/rankd/internal/servers"
+	"github.com/rankd/rankd/internal/servers"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -68,7 +68,7 @@ func (r *redisServer) Close() error { return r.stop() }
 // temp dir (servers.StartRedis), or, when there is none, miniredis in
 // process.
 func startRedis(ctx context.Context) (*redisServer, error) {
-	r, err := servers.StartRedis(ctx)
+	r, err := servers.StartRedis(ctx, servers.RedisOptions{})
 	if errors.Is(err, servers.ErrNoRedisServer) {
 		return startMiniredis()
 	}

@@ -1,4 +1,4 @@
-package servers
+package servers_test
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rankd/rankd/internal/servers"
 	"github.com/rankd/rankd/internal/testenv"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
@@ -14,8 +15,8 @@ import (
 // TestRedis starts redis-server, talks to it, stops it: the port is closed
 // and the temp dir gone.
 func TestRedis(t *testing.T) {
-	r, err := StartRedis(t.Context(), "--maxmemory", "64mb")
-	if errors.Is(err, ErrNoRedisServer) {
+	r, err := servers.StartRedis(t.Context(), servers.RedisOptions{Args: []string{"--maxmemory", "64mb"}})
+	if errors.Is(err, servers.ErrNoRedisServer) {
 		testenv.Unavailable(t, "%v", err)
 	}
 	if err != nil {
@@ -33,18 +34,18 @@ func TestRedis(t *testing.T) {
 		t.Errorf("PID %d", r.PID())
 	}
 	r.Close()
-	if pingRedis(r.Addr()) == nil {
+	if err := rdb.Ping(t.Context()).Err(); err == nil {
 		t.Error("redis-server still answers after Close")
 	}
-	if _, err := os.Stat(r.dir); !os.IsNotExist(err) {
-		t.Errorf("its dir %s is still there: %v", r.dir, err)
+	if _, err := os.Stat(r.Dir()); !os.IsNotExist(err) {
+		t.Errorf("its dir %s is still there: %v", r.Dir(), err)
 	}
 }
 
 // TestBroker starts the broker child (this test binary again), writes and
 // reads a message, stops it.
 func TestBroker(t *testing.T) {
-	b, err := StartBroker(t.Context(), BrokerOptions{Topics: []string{"t1"}, Partitions: 3})
+	b, err := servers.StartBroker(t.Context(), servers.BrokerOptions{Topics: []string{"t1"}, Partitions: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
