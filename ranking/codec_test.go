@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rankd/rankd/internal/testseed"
+	"github.com/rankd/rankd/internal/testenv/testseed"
 )
 
 func TestNewCodecLayouts(t *testing.T) {

@@ -14,5 +14,5 @@
 // config loads a file into these types; cmd/rankd wires the steps.
 // The exact semantics of applying updates are the contract of
 // ranking/store (its package documentation), checked against the
-// in-memory oracle in internal/oracle.
+// in-memory oracle in internal/testenv/oracle.
 package ranking

@@ -17,8 +17,8 @@ import (
 
 	"github.com/rankd/rankd/cmd/rankd/internal/bench"
 	"github.com/rankd/rankd/cmd/rankd/internal/cli"
-	"github.com/rankd/rankd/internal/oracle"
 	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/internal/testenv/oracle"
 )
 
 // TestBench runs `rankd bench` once on a small workload, in process: its

@@ -22,7 +22,7 @@ import (
 	"github.com/rankd/rankd/cmd/rankd/internal/produce"
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
-	"github.com/rankd/rankd/internal/oracle"
+	"github.com/rankd/rankd/internal/testenv/oracle"
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/store"
 )

@@ -17,8 +17,8 @@ var devOnly = []string{"github.com/alicebob/miniredis", "github.com/yuin/gopher-
 
 // TestNodev checks the production build: none of devOnly among its
 // dependencies (while the default build has them, with `rankd dev` and
-// `rankd bench`), and `rankd dev` and `rankd bench` there say they are not
-// in this build.
+// `rankd bench`), no build links test infrastructure, and `rankd dev` and
+// `rankd bench` there say they are not in this build.
 func TestNodev(t *testing.T) {
 	goBin := requireProgram(t, "go", "the go command builds rankd")
 	deps := func(tags ...string) []string {
@@ -45,10 +45,19 @@ func TestNodev(t *testing.T) {
 		t.Errorf("go list -deps -tags nodev ./cmd/rankd links dev tooling: %s", strings.Join(found, " "))
 	}
 	// The check can fail: the default build links all three.
-	found := strings.Join(linked(deps()), " ")
+	all := deps()
+	found := strings.Join(linked(all), " ")
 	for _, mod := range devOnly {
 		if !strings.Contains(found, mod) {
 			t.Errorf("the default build does not link %s (rankd dev needs it): is the check above still meaningful?", mod)
+		}
+	}
+
+	// No build links test infrastructure: everything under internal/testenv
+	// (servers, oracle, chaos, seeds) is for tests, and so is "testing".
+	for _, p := range append(all, deps("-tags", "nodev")...) {
+		if p == "testing" || strings.HasPrefix(p, "github.com/rankd/rankd/internal/testenv") {
+			t.Errorf("./cmd/rankd links %s, which is for tests only", p)
 		}
 	}
 

@@ -2,6 +2,17 @@
 // Redis (a single server, a 3-master Redis Cluster, or a primary, a replica
 // and a sentinel: NewSentinel) and a Kafka-protocol broker.
 //
+// Everything under internal/testenv is for tests only, and no build of
+// rankd links it (cmd/rankd's TestNodev checks): testenv itself; world, a
+// broker, a Redis and the example config for end-to-end tests; oracle, the
+// reference recomputation of every board; kgroup, kfake's group
+// coordinator made to keep Kafka's timeouts; testseed, logged seeds of
+// randomized tests; chaos, the fault tests of the rankd binary; kbroker, the
+// broker as a command. The processes themselves are started by the shipped
+// internal/servers, which `rankd bench` and `rankd dev` use too: testenv
+// wraps it with what tests need (shared servers, containers, skipping or
+// failing when a program is missing).
+//
 // Each helper resolves its server in the same order:
 //
 //  1. an explicit address from the environment (REDIS_ADDR,
@@ -19,6 +30,9 @@
 // and stopped by Main, which a package calls from its TestMain:
 //
 //	func TestMain(m *testing.M) { testenv.Main(m) }
+//
+// Main also runs the test binary as the broker of StartBrokerProcess
+// (servers.Child): a package that starts one must call it.
 //
 // Without Main, child processes still die with the test binary on Linux
 // (they are started with a parent-death signal) but their temp dirs stay.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/rankd/rankd/internal/oracle"
+	"github.com/rankd/rankd/internal/testenv/oracle"
 	"github.com/rankd/rankd/ranking/ingest"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rankd/rankd/internal/oracle"
 	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/internal/testenv/oracle"
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/store"
 )

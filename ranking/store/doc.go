@@ -5,7 +5,7 @@
 // for `rankd replay`, and answers the queries of ranking/httpapi. Key
 // layout: keys.go; scripts: lua/.
 //
-// # Exact semantics (the contract the oracle in internal/oracle checks)
+// # Exact semantics (the contract the oracle in internal/testenv/oracle checks)
 //
 // Store.Apply takes a slice of Updates. Consecutive updates with the same
 // MsgID form one event. An event whose MsgID was already applied (within the

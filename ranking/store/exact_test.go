@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/rankd/rankd/internal/oracle"
 	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/internal/testenv/oracle"
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/store"
 )

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rankd/rankd/internal/testseed"
+	"github.com/rankd/rankd/internal/testenv/testseed"
 )
 
 func TestSlot(t *testing.T) {

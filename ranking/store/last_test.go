@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rankd/rankd/internal/oracle"
+	"github.com/rankd/rankd/internal/testenv/oracle"
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/store"
 )

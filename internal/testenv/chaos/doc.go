@@ -7,7 +7,7 @@
 //
 // The package has no code of its own outside its tests:
 //
-//	CI=true go test -race -count=1 -run . -v ./internal/chaos/
+//	CI=true go test -race -count=1 -run . -v ./internal/testenv/chaos/
 //
 // runs the short variants, among them the crash loop (one instance
 // SIGKILLed again and again during the rebalances its restarts cause;

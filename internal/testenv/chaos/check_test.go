@@ -16,8 +16,8 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/config"
-	"github.com/rankd/rankd/internal/oracle"
 	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/internal/testenv/oracle"
 	"github.com/rankd/rankd/ranking/store"
 )
 
