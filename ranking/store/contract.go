@@ -21,9 +21,12 @@ import (
 // The ARGV layouts are Go types whose fields, in order, are the order in
 // which the script reads them (apply.lua: boardArgs for one board,
 // groupArgs for one stream, eventArgs for the head of one event,
-// updateArgs for one update; rolloverArgs for rollover.lua). Each type has
-// one encoder (its add method) and a field list that TestLuaContract pins
-// to the script's reading order.
+// updateArgs for one update; rolloverArgs for rollover.lua; denseArgs,
+// gensArgs, lastMarkArgs, standingsArgs and unlockArgs for dense.lua,
+// gens.lua, marks.lua, standings.lua and unlock.lua). Each type has one
+// encoder (its add method) and a field list that TestLuaContract pins to
+// the script's reading order; a script reads its KEYS into locals named as
+// in the keys lists below (luaKeys), and TestLuaContract pins those too.
 
 // luaWindow is a board window as the scripts number it.
 type luaWindow int
@@ -130,6 +133,20 @@ const (
 	luaMinTTLMs  = 1000    // the least a period key lives after its last write
 )
 
+// The fields and ops of a standings snapshot hash (standings.lua).
+const (
+	snapRev  = "rev"  // revision of json
+	snapSum  = "sum"  // content digest
+	snapGen  = "gen"  // the key generation it was read from
+	snapPub  = "pub"  // the highest revision acknowledged by Kafka
+	snapJSON = "json" // the payload of revision rev
+
+	snapOpSeal   = "seal"
+	snapOpRevise = "revise"
+	snapOpPub    = "pub"
+	snapOpLock   = "lock"
+)
+
 // gensNone is the gens hash's generation counter when it has none.
 const gensNone = "0"
 
@@ -213,6 +230,20 @@ var luaConsts = []struct {
 	{"DD_META", ddMeta}, {"DD_SWEEP", ddSweep}, {"DD_INC", ddInc}, {"DD_DYING", ddDying}, {"DD_VERDICTS", ddVerdicts},
 	{"DD_MIN_SETS", ddMinSets}, {"DD_FILL", ddFill}, {"DD_GROWTH", ddGrowth}, {"DD_GROWTH_BITS", ddGrowthBits}, {"DD_LAYER_AT", ddLayerAt},
 	{"DD_SWEEP_KEYS", ddSweepKeys}, {"DD_SWEEP_MS", ddSweepMs},
+	{"SNAP_REV", snapRev}, {"SNAP_SUM", snapSum}, {"SNAP_GEN", snapGen}, {"SNAP_PUB", snapPub}, {"SNAP_JSON", snapJSON},
+	{"SNAP_OP_SEAL", snapOpSeal}, {"SNAP_OP_REVISE", snapOpRevise}, {"SNAP_OP_PUB", snapOpPub}, {"SNAP_OP_LOCK", snapOpLock},
+}
+
+// luaKeys are the names each script gives its KEYS, in order
+// (local <name> = KEYS[i]); apply.lua takes its keys in ARGV and has none.
+var luaKeys = map[string][]string{
+	"dense.lua":     denseKeys,
+	"gens.lua":      gensKeys,
+	"marks.lua":     marksKeys,
+	"positions.lua": {"key"},
+	"rollover.lua":  {"meta"}, // the stream's meta hash
+	"standings.lua": standingsKeys,
+	"unlock.lua":    unlockKeys,
 }
 
 // luaPrelude returns the Lua source every script is loaded behind: the
@@ -416,3 +447,111 @@ func b01(b bool) int {
 	}
 	return 0
 }
+
+// denseArgs is one dense.lua call (dense ranks, rank.go): the sorted set
+// walked (KEYS) and its ARGV head; the target values follow it, distinct,
+// best first.
+type denseArgs struct {
+	key     string // the board's sorted set
+	tieBits uint
+	asc     bool
+	cap     int64 // most steps of the walk
+	values  []int64
+}
+
+var (
+	denseKeys   = []string{"key"}
+	denseFields = []string{"tbits", "asc", "cap"} // then the values
+)
+
+func (d *denseArgs) keys() []string { return []string{d.key} }
+
+func (d *denseArgs) add(args []any) []any {
+	args = append(args, d.tieBits, b01(d.asc), d.cap)
+	for _, v := range d.values {
+		args = append(args, v)
+	}
+	return args
+}
+
+// gensArgs is one gens.lua call on the gens hash (KEYS): an op (gensOp*)
+// and its operands; what an op does not take is sent empty.
+type gensArgs struct {
+	key    string // <base>:gens
+	op     string
+	token  string // the replay lock's token (lock, renew, unlock, build, switch, dropped)
+	ttlMs  int64  // the lock's TTL (lock, renew)
+	gen    int    // the generation switched to (switch) or deleted (dropped)
+	boards []string
+}
+
+var (
+	gensKeys   = []string{"key"}
+	gensFields = []string{"op", "token", "ttl", "gen", "nb"} // then nb boards
+)
+
+func (g *gensArgs) keys() []string { return []string{g.key} }
+
+func (g *gensArgs) add(args []any) []any {
+	args = append(args, g.op, g.token, g.ttlMs, g.gen, len(g.boards))
+	for _, b := range g.boards {
+		args = append(args, b)
+	}
+	return args
+}
+
+// lastMarkArgs is one partition's latest mark in a marks.lua call, which
+// raises the marks in the hash of every partition's latest mark (KEYS:
+// marksKeys); one follows another.
+type lastMarkArgs struct {
+	field  string // "<topic>|<partition>"
+	offset int64
+	value  string // "<offset>:<stream ms>:<written ms>"
+}
+
+var (
+	marksKeys      = []string{"key"}
+	lastMarkFields = []string{"f", "off", "v"}
+)
+
+func (m *lastMarkArgs) add(args []any) []any { return append(args, m.field, m.offset, m.value) }
+
+// standingsArgs is one standings.lua call on a snapshot hash, or on the
+// publisher's lock for op lock (KEYS): an op (snapOp*) and its operands;
+// what an op does not take is sent empty.
+type standingsArgs struct {
+	key   string
+	op    string
+	token string // lock: the publisher's token
+	ttlMs int64  // seal, revise: the snapshot's TTL; lock: the lock's
+	gen   int    // seal, revise: the key generation the standings were read from
+	sum   string // seal, revise: the content digest
+	json  []byte // seal, revise: the payload
+	rev   int    // revise: the expected revision (-1: none); pub: the revision published
+}
+
+var (
+	standingsKeys   = []string{"k"}
+	standingsFields = []string{"op", "token", "ttl", "gen", "sum", "json", "rev"}
+)
+
+func (a *standingsArgs) keys() []string { return []string{a.key} }
+
+func (a *standingsArgs) add(args []any) []any {
+	return append(args, a.op, a.token, a.ttlMs, a.gen, a.sum, a.json, a.rev)
+}
+
+// unlockArgs is one unlock.lua call: release the lock key while it holds
+// token.
+type unlockArgs struct {
+	key, token string
+}
+
+var (
+	unlockKeys   = []string{"key"}
+	unlockFields = []string{"token"}
+)
+
+func (u *unlockArgs) keys() []string { return []string{u.key} }
+
+func (u *unlockArgs) add(args []any) []any { return append(args, u.token) }

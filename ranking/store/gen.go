@@ -60,7 +60,7 @@ func genPrefix(base string, g int) string {
 // Generations reads every board's generations from Redis (boards never
 // replayed are absent: active 0, none building).
 func (s *Store) Generations(ctx context.Context) (map[string]BoardGen, error) {
-	out, err := s.gens(ctx, gensOpRead)
+	out, err := s.gens(ctx, gensArgs{op: gensOpRead})
 	if err != nil {
 		return nil, fmt.Errorf("reading generations: %w", err)
 	}
@@ -81,10 +81,10 @@ func (s *Store) Generations(ctx context.Context) (map[string]BoardGen, error) {
 	return gs, nil
 }
 
-func (s *Store) gens(ctx context.Context, args ...any) (any, error) {
-	keys := []string{s.gensKey()}
-	v, err := gensScript.Run(ctx, s.rdb, keys, args...).Result() // EVALSHA, EVAL on NOSCRIPT
-	return v, err
+// gens runs one gens.lua op on this store's gens hash.
+func (s *Store) gens(ctx context.Context, a gensArgs) (any, error) {
+	a.key = s.gensKey()
+	return gensScript.Run(ctx, s.rdb, a.keys(), a.add(nil)...).Result() // EVALSHA, EVAL on NOSCRIPT
 }
 
 // cachedGen returns board's generations as read at most genRefresh ago.
@@ -245,7 +245,7 @@ type genPart struct {
 // returns an ErrReplayLock error naming the holder when another replay
 // holds it.
 func (s *Store) LockReplay(ctx context.Context, token string, ttl time.Duration) error {
-	v, err := s.gens(ctx, gensOpLock, token, ttl.Milliseconds())
+	v, err := s.gens(ctx, gensArgs{op: gensOpLock, token: token, ttlMs: ttl.Milliseconds()})
 	if err != nil {
 		return fmt.Errorf("taking the replay lock: %w", err)
 	}
@@ -264,7 +264,7 @@ func (s *Store) LockReplay(ctx context.Context, token string, ttl time.Duration)
 // after it expired, or Redis lost it (with whatever else the replay
 // wrote).
 func (s *Store) RenewReplay(ctx context.Context, token string, ttl time.Duration) error {
-	if _, err := s.gens(ctx, gensOpRenew, token, ttl.Milliseconds()); err != nil {
+	if _, err := s.gens(ctx, gensArgs{op: gensOpRenew, token: token, ttlMs: ttl.Milliseconds()}); err != nil {
 		return lockErr("renewing the replay lock", err)
 	}
 	return nil
@@ -272,7 +272,7 @@ func (s *Store) RenewReplay(ctx context.Context, token string, ttl time.Duration
 
 // UnlockReplay releases the replay lock if token holds it.
 func (s *Store) UnlockReplay(ctx context.Context, token string) error {
-	_, err := s.gens(ctx, gensOpUnlock, token)
+	_, err := s.gens(ctx, gensArgs{op: gensOpUnlock, token: token})
 	return err
 }
 
@@ -284,11 +284,7 @@ func (s *Store) BeginBuild(ctx context.Context, token string, boards []string) (
 	if err := s.knownBoards(boards); err != nil {
 		return 0, nil, err
 	}
-	args := []any{gensOpBuild, token}
-	for _, b := range boards {
-		args = append(args, b)
-	}
-	v, err := s.gens(ctx, args...)
+	v, err := s.gens(ctx, gensArgs{op: gensOpBuild, token: token, boards: boards})
 	if err != nil {
 		return 0, nil, lockErr("starting a generation", err)
 	}
@@ -323,11 +319,7 @@ func (s *Store) DimsCount(ctx context.Context, board string) (int64, error) {
 // board must still be building g (or have switched to it): otherwise
 // Redis lost the build's writes, and Switch fails with ErrReplayLock.
 func (s *Store) Switch(ctx context.Context, token string, g int, boards []string) error {
-	args := []any{gensOpSwitch, token, strconv.Itoa(g)}
-	for _, b := range boards {
-		args = append(args, b)
-	}
-	if _, err := s.gens(ctx, args...); err != nil {
+	if _, err := s.gens(ctx, gensArgs{op: gensOpSwitch, token: token, gen: g, boards: boards}); err != nil {
 		return lockErr("switching generations", err)
 	}
 	_, err := s.Generations(ctx)
@@ -338,7 +330,7 @@ func (s *Store) Switch(ctx context.Context, token string, g int, boards []string
 // old active generation of every switch and the builds of replays that
 // died, until MarkDropped.
 func (s *Store) PendingDrops(ctx context.Context) (map[string][]int, error) {
-	v, err := s.gens(ctx, gensOpPending)
+	v, err := s.gens(ctx, gensArgs{op: gensOpPending})
 	if err != nil {
 		return nil, fmt.Errorf("reading generations to delete: %w", err)
 	}
@@ -359,7 +351,7 @@ func (s *Store) PendingDrops(ctx context.Context) (map[string][]int, error) {
 // MarkDropped records that generation g of board is deleted. The replay
 // lock must be held by token.
 func (s *Store) MarkDropped(ctx context.Context, token, board string, g int) error {
-	if _, err := s.gens(ctx, gensOpDropped, token, board, strconv.Itoa(g)); err != nil {
+	if _, err := s.gens(ctx, gensArgs{op: gensOpDropped, token: token, gen: g, boards: []string{board}}); err != nil {
 		return lockErr("recording a deleted generation", err)
 	}
 	return nil

@@ -56,17 +56,18 @@ func (s *Store) writeMarks(ctx context.Context, pipe redis.Pipeliner, marks []Ma
 	}
 	var cmds []redis.Cmder
 	now := s.now().UnixMilli()
-	last := make([]any, 0, 3*len(marks))
+	last := make([]any, 0, len(lastMarkFields)*len(marks))
 	for _, m := range marks {
 		k := s.markKey(m.Topic, m.Partition)
 		v := strconv.FormatInt(m.Offset, 10) + ":" + strconv.FormatInt(markMs(m.Time), 10)
 		cmds = append(cmds,
 			pipe.ZAdd(ctx, k, redis.Z{Score: float64(m.Offset), Member: v}),
 			pipe.ZRemRangeByRank(ctx, k, 0, -marksKept-1))
-		last = append(last, m.Topic+"|"+strconv.Itoa(m.Partition), m.Offset, v+":"+strconv.FormatInt(now, 10))
+		lm := lastMarkArgs{field: m.Topic + "|" + strconv.Itoa(m.Partition), offset: m.Offset, value: v + ":" + strconv.FormatInt(now, 10)}
+		last = lm.add(last)
 	}
 	// EVAL, not EVALSHA: a NOSCRIPT here would fail the whole batch.
-	return append(cmds, marksScript.Eval(ctx, pipe, []string{s.lastMarksKey()}, last...))
+	return append(cmds, marksScript.Eval(ctx, pipe, []string{s.lastMarksKey()}, last...)) // KEYS: marksKeys
 }
 
 var marksScript = mustScript("marks.lua")

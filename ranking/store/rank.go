@@ -212,16 +212,8 @@ func (s *Store) denseRanks(ctx context.Context, v *view, values []int64, strict 
 			return ranks, true, nil
 		}
 	}
-	asc := 0
-	if !v.desc() {
-		asc = 1
-	}
-	args := make([]any, 0, 3+len(values))
-	args = append(args, v.st.codec.TieBits, asc, steps)
-	for _, x := range values {
-		args = append(args, x)
-	}
-	res, err := denseScript.Run(ctx, s.rdb, []string{v.key}, args...).Int64Slice()
+	a := denseArgs{key: v.key, tieBits: v.st.codec.TieBits, asc: !v.desc(), cap: steps, values: values}
+	res, err := denseScript.Run(ctx, s.rdb, a.keys(), a.add(nil)...).Int64Slice()
 	if err != nil {
 		return nil, false, fmt.Errorf("dense rank on %s: %w", v.key, err)
 	}

@@ -113,7 +113,8 @@ func (s *Store) rollTag(ctx context.Context, st *boardState, tag string, target 
 	if err != nil || !ok {
 		return false, err
 	}
-	defer unlockScript.Run(context.WithoutCancel(ctx), s.rdb, []string{lock}, token)
+	u := unlockArgs{key: lock, token: token}
+	defer unlockScript.Run(context.WithoutCancel(ctx), s.rdb, u.keys(), u.add(nil)...)
 	r, err = s.readRoll(ctx, tag) // re-read under the lock
 	if err != nil {
 		return false, err

@@ -96,7 +96,7 @@ func (s *Store) Standings(ctx context.Context, board string, dims []string, peri
 	if s.root != nil {
 		root = s.root
 	}
-	v, err := root.rdb.HGet(ctx, root.standingsKey(Tag(board, dims), p.ID), "json").Bytes()
+	v, err := root.rdb.HGet(ctx, root.standingsKey(Tag(board, dims), p.ID), snapJSON).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("%w for board %q, dims %q, period %s", ErrNoStandings, board, dims, p.ID)
 	}
@@ -245,9 +245,10 @@ type snapRecord struct {
 	json     []byte
 }
 
-func (s *Store) standingsOp(ctx context.Context, key string, args ...any) (snapRecord, error) {
-	keys := []string{key}
-	v, err := standingsScript.Run(ctx, s.rdb, keys, args...).Result() // EVALSHA, EVAL on NOSCRIPT
+// standingsOp runs a seal or revise of standings.lua: the snapshot's state
+// after it.
+func (s *Store) standingsOp(ctx context.Context, args standingsArgs) (snapRecord, error) {
+	v, err := s.standingsRaw(ctx, args)
 	if err != nil {
 		return snapRecord{}, err
 	}
@@ -318,7 +319,7 @@ func (s *Store) sealTag(ctx context.Context, gs *Store, st *boardState, tag stri
 	for attempt := 0; ; attempt++ {
 		expected := -1
 		if revise {
-			cur, err := s.rdb.HGet(ctx, key, "rev").Int()
+			cur, err := s.rdb.HGet(ctx, key, snapRev).Int()
 			switch {
 			case err == nil:
 				expected = cur
@@ -330,11 +331,11 @@ func (s *Store) sealTag(ctx context.Context, gs *Store, st *boardState, tag stri
 		if err != nil {
 			return err
 		}
-		args := []any{"seal", gen, sum, payload, ttl.Milliseconds()}
+		a := standingsArgs{key: key, op: snapOpSeal, gen: gen, sum: sum, json: payload, ttlMs: ttl.Milliseconds(), rev: -1}
 		if revise {
-			args = []any{"revise", gen, sum, payload, ttl.Milliseconds(), expected}
+			a.op, a.rev = snapOpRevise, expected
 		}
-		if rec, err = s.standingsOp(ctx, key, args...); err != nil {
+		if rec, err = s.standingsOp(ctx, a); err != nil {
 			return err
 		}
 		if rec.status != -1 {
@@ -364,22 +365,21 @@ func (s *Store) sealTag(ctx context.Context, gs *Store, st *boardState, tag stri
 // acknowledged by Kafka.
 func (s *Store) markPublished(ctx context.Context, keys []string, msgs []StandingsMessage) error {
 	for i, m := range msgs {
-		if _, err := s.standingsRaw(ctx, keys[i], "pub", strconv.Itoa(m.Revision)); err != nil {
+		if _, err := s.standingsRaw(ctx, standingsArgs{key: keys[i], op: snapOpPub, rev: m.Revision}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *Store) standingsRaw(ctx context.Context, key string, args ...any) (any, error) {
-	keys := []string{key}
-	v, err := standingsScript.Run(ctx, s.rdb, keys, args...).Result() // EVALSHA, EVAL on NOSCRIPT
-	return v, err
+// standingsRaw runs one standings.lua op: its reply as Redis gives it.
+func (s *Store) standingsRaw(ctx context.Context, a standingsArgs) (any, error) {
+	return standingsScript.Run(ctx, s.rdb, a.keys(), a.add(nil)...).Result() // EVALSHA, EVAL on NOSCRIPT
 }
 
 // lockStandings takes or renews the publisher's lock for token.
 func (s *Store) lockStandings(ctx context.Context, token string, ttl time.Duration) (bool, error) {
-	v, err := s.standingsRaw(ctx, s.standingsLockKey(), "lock", token, ttl.Milliseconds())
+	v, err := s.standingsRaw(ctx, standingsArgs{key: s.standingsLockKey(), op: snapOpLock, token: token, ttlMs: ttl.Milliseconds()})
 	if err != nil {
 		return false, err
 	}
@@ -388,7 +388,8 @@ func (s *Store) lockStandings(ctx context.Context, token string, ttl time.Durati
 }
 
 func (s *Store) unlockStandings(ctx context.Context, token string) {
-	_ = unlockScript.Run(ctx, s.rdb, []string{s.standingsLockKey()}, token).Err()
+	u := unlockArgs{key: s.standingsLockKey(), token: token}
+	_ = unlockScript.Run(ctx, s.rdb, u.keys(), u.add(nil)...).Err()
 }
 
 // StandingsLockHolder returns the token of the process that holds the

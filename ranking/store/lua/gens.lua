@@ -9,22 +9,26 @@
 -- Generations being built count only while the lock is held: a replay that
 -- died stops the dual writes into its generation when its lock expires.
 --
--- ARGV[1] = op:
---   read                      -> flat list: next (0: none), then board, active, building (-1: none), ...
---   lock token ttlMs          -> 1 when the lock is (now) ours, else the holder's "token|expires"
---   renew token ttlMs         -> 1; error REPLAYLOCK when the lock is not ours (taken by
---                                another, or gone: Redis lost it)
---   unlock token              -> 1 when released
---   build token board...      -> {new generation, board, previous b: (or -1), ...}; sets
---                                b:<board> for each (the previous ones are left to the caller to drop)
---   switch token gen board... -> 1; a:<board> = gen, b:<board> removed, the old
---                                a: added to d:, for each board whose b: is gen
---                                (error when the lock is not ours, or REPLAYLOST when a
---                                board's b: is not gen: Redis lost the build's mark)
---   pending                   -> flat list: board, d: list
---   dropped token board gen   -> 1; gen removed from d:<board>
+-- KEYS and ARGV: gensArgs (contract.go): the op, the lock's token and TTL,
+-- a generation, the boards; each op reads what it takes:
+--   read                 -> flat list: next (0: none), then board, active, building (-1: none), ...
+--   lock token ttl       -> 1 when the lock is (now) ours, else the holder's "token|expires"
+--   renew token ttl      -> 1; error REPLAYLOCK when the lock is not ours (taken by
+--                           another, or gone: Redis lost it)
+--   unlock token         -> 1 when released
+--   build token boards   -> {new generation, board, previous b: (or -1), ...}; sets
+--                           b:<board> for each (the previous ones are left to the caller to drop)
+--   switch token gen boards -> 1; a:<board> = gen, b:<board> removed, the old
+--                           a: added to d:, for each board whose b: is gen
+--                           (error when the lock is not ours, or REPLAYLOST when a
+--                           board's b: is not gen: Redis lost the build's mark)
+--   pending              -> flat list: board, d: list
+--   dropped token gen board -> 1; gen removed from d:<board>
 local key = KEYS[1]
-local op = ARGV[1]
+local G = {op = nx(), token = nx(), ttl = nn(), gen = nx(), nb = nn()}
+local boards = {}
+for i = 1, G.nb do boards[i] = nx() end
+local op = G.op
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
@@ -71,41 +75,39 @@ if op == GENS_OP_READ then
   end
   return out
 elseif op == GENS_OP_LOCK then
-  local token, ttl = ARGV[2], tonumber(ARGV[3])
+  local token, ttl = G.token, G.ttl
   local h = holder()
   if h ~= nil and h ~= token then return redis.call('HGET', key, GENS_LOCK) end
   redis.call('HSET', key, GENS_LOCK, token .. '|' .. string.format('%d', now + ttl))
   return 1
 elseif op == GENS_OP_RENEW then
-  local e = mine(ARGV[2]); if e then return e end
-  redis.call('HSET', key, GENS_LOCK, ARGV[2] .. '|' .. string.format('%d', now + tonumber(ARGV[3])))
+  local e = mine(G.token); if e then return e end
+  redis.call('HSET', key, GENS_LOCK, G.token .. '|' .. string.format('%d', now + G.ttl))
   return 1
 elseif op == GENS_OP_UNLOCK then
-  if holder() == ARGV[2] then redis.call('HDEL', key, GENS_LOCK); return 1 end
+  if holder() == G.token then redis.call('HDEL', key, GENS_LOCK); return 1 end
   return 0
 elseif op == GENS_OP_BUILD then
-  local e = mine(ARGV[2]); if e then return e end
+  local e = mine(G.token); if e then return e end
   local g = redis.call('HINCRBY', key, GENS_NEXT, 1)
   local out = {g}
-  for i = 3, #ARGV do
-    local old = redis.call('HGET', key, GENS_BUILD .. ARGV[i])
-    out[#out + 1] = ARGV[i]
+  for _, b in ipairs(boards) do
+    local old = redis.call('HGET', key, GENS_BUILD .. b)
+    out[#out + 1] = b
     out[#out + 1] = old or '-1'
-    if old then pend(ARGV[i], old) end
-    redis.call('HSET', key, GENS_BUILD .. ARGV[i], g)
+    if old then pend(b, old) end
+    redis.call('HSET', key, GENS_BUILD .. b, g)
   end
   return out
 elseif op == GENS_OP_SWITCH then
-  local e = mine(ARGV[2]); if e then return e end
-  local g = ARGV[3]
-  for i = 4, #ARGV do
-    local b = ARGV[i]
+  local e = mine(G.token); if e then return e end
+  local g = G.gen
+  for _, b in ipairs(boards) do
     if redis.call('HGET', key, GENS_BUILD .. b) ~= g and redis.call('HGET', key, GENS_ACTIVE .. b) ~= g then
       return redis.error_reply('REPLAYLOST generation ' .. g .. ' of ' .. b .. ' is no longer being built: Redis lost writes')
     end
   end
-  for i = 4, #ARGV do
-    local b = ARGV[i]
+  for _, b in ipairs(boards) do
     if redis.call('HGET', key, GENS_BUILD .. b) == g then
       pend(b, redis.call('HGET', key, GENS_ACTIVE .. b) or '0')
       redis.call('HSET', key, GENS_ACTIVE .. b, g)
@@ -124,13 +126,13 @@ elseif op == GENS_OP_PENDING then
   end
   return out
 elseif op == GENS_OP_DROPPED then
-  local e = mine(ARGV[2]); if e then return e end
-  local f = GENS_DROP .. ARGV[3]
+  local e = mine(G.token); if e then return e end
+  local f = GENS_DROP .. boards[1]
   local cur = redis.call('HGET', key, f)
   if cur then
     local left = {}
     for g in string.gmatch(cur, '[^,]+') do
-      if g ~= ARGV[4] then left[#left + 1] = g end
+      if g ~= G.gen then left[#left + 1] = g end
     end
     if #left == 0 then redis.call('HDEL', key, f) else redis.call('HSET', key, f, table.concat(left, ',')) end
   end

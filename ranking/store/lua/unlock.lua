@@ -1,4 +1,6 @@
 -- unlock.lua: release a lock only while it holds our token.
--- KEYS[1] lock key; ARGV[1] token. Returns 1 when released.
-if call('GET', KEYS[1]) == ARGV[1] then return call('DEL', KEYS[1]) end
+-- KEYS and ARGV: unlockArgs (contract.go). Returns 1 when released.
+local key = KEYS[1]
+local U = {token = nx()}
+if call('GET', key) == U.token then return call('DEL', key) end
 return 0
