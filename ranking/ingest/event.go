@@ -253,11 +253,29 @@ func (s *Schema) Decode(topic string, partition int, offset int64, value []byte,
 	}
 
 	ev := &Event{Topic: topic, Partition: partition, Offset: offset, Fields: make(map[string]any, len(s.Fields)+2)}
+	if err := s.decodeFields(ev, members, found); err != nil {
+		return nil, err
+	}
+	if err := s.decodeID(ev, members, idIdx, headers); err != nil {
+		return nil, err
+	}
+	if err := s.decodeTime(ev, members, tsIdx, msgTime); err != nil {
+		return nil, err
+	}
+	ev.Fields[s.IDField] = ev.ID
+	ev.Fields[s.TSField] = ev.Time.UnixMilli()
+	return ev, nil
+}
+
+// decodeFields sets the declared fields of ev from members (found: the
+// index+1 of each field's member, 0 when absent): converted and checked,
+// or their default when absent or null and not required.
+func (s *Schema) decodeFields(ev *Event, members []member, found []int) error {
 	for fi, f := range s.Fields {
 		at := found[fi]
 		if at == 0 || members[at-1].val.kind == jsonNull {
 			if f.Required {
-				return nil, permanent(ReasonValidation, "missing required field %q", f.Name)
+				return permanent(ReasonValidation, "missing required field %q", f.Name)
 			}
 			ev.Fields[f.Name] = f.defaultValue()
 			ev.Missing = append(ev.Missing, f.Name)
@@ -265,32 +283,37 @@ func (s *Schema) Decode(topic string, partition int, offset int64, value []byte,
 		}
 		v, err := f.Type.convert(members[at-1].val)
 		if err != nil {
-			return nil, fieldError(f.Name, err)
+			return fieldError(f.Name, err)
 		}
 		if err := f.Check(v); err != nil {
-			return nil, fieldError(f.Name, err)
+			return fieldError(f.Name, err)
 		}
 		ev.Fields[f.Name] = v
 	}
+	return nil
+}
 
+// decodeID sets ev's message ID: the ID field (members[idIdx]; -1: none),
+// else the "id" header, else "<topic>/<partition>/<offset>".
+func (s *Schema) decodeID(ev *Event, members []member, idIdx int, headers []Header) error {
 	if idIdx >= 0 && members[idIdx].val.kind != jsonNull {
 		v, err := TypeString.convert(members[idIdx].val)
 		if err != nil {
-			return nil, fieldError(s.IDField, err)
+			return fieldError(s.IDField, err)
 		}
 		ev.ID = v.(string)
 		if s.MaxIDLen > 0 && len(ev.ID) > s.MaxIDLen {
-			return nil, permanent(ReasonValidation, "field %q: message ID of %d bytes exceeds max_id_len %d", s.IDField, len(ev.ID), s.MaxIDLen)
+			return permanent(ReasonValidation, "field %q: message ID of %d bytes exceeds max_id_len %d", s.IDField, len(ev.ID), s.MaxIDLen)
 		}
 	}
 	if ev.ID == "" {
 		for _, h := range headers {
 			if h.Key == "id" && len(h.Value) > 0 {
 				if s.MaxIDLen > 0 && len(h.Value) > s.MaxIDLen {
-					return nil, permanent(ReasonValidation, "header \"id\": message ID of %d bytes exceeds max_id_len %d", len(h.Value), s.MaxIDLen)
+					return permanent(ReasonValidation, "header \"id\": message ID of %d bytes exceeds max_id_len %d", len(h.Value), s.MaxIDLen)
 				}
 				if !utf8.Valid(h.Value) {
-					return nil, permanent(ReasonValidation, "header \"id\" is not valid UTF-8")
+					return permanent(ReasonValidation, "header \"id\" is not valid UTF-8")
 				}
 				ev.ID = string(h.Value)
 				break
@@ -298,32 +321,38 @@ func (s *Schema) Decode(topic string, partition int, offset int64, value []byte,
 		}
 	}
 	if ev.ID == "" {
-		ev.ID = topic + "/" + strconv.Itoa(partition) + "/" + strconv.FormatInt(offset, 10)
+		ev.ID = ev.Topic + "/" + strconv.Itoa(ev.Partition) + "/" + strconv.FormatInt(ev.Offset, 10)
 	}
+	return nil
+}
 
+// decodeTime sets ev's event time: the time field (members[tsIdx]; -1:
+// none), else the message timestamp msgTime; it must be at or after
+// MinTime and, with FutureSkew, not further ahead of the message timestamp.
+func (s *Schema) decodeTime(ev *Event, members []member, tsIdx int, msgTime time.Time) error {
 	ev.Time = msgTime
 	fromTS := false
 	if tsIdx >= 0 && members[tsIdx].val.kind != jsonNull {
 		v, err := TypeInt.convert(members[tsIdx].val)
 		if err != nil {
-			return nil, fieldError(s.TSField, err)
+			return fieldError(s.TSField, err)
 		}
 		ms := v.(int64)
 		if ms < 0 || ms > maxEventMilli {
-			return nil, permanent(ReasonOutOfRange, "field %q: %d ms is outside years 1970 to 9999", s.TSField, ms)
+			return permanent(ReasonOutOfRange, "field %q: %d ms is outside years 1970 to 9999", s.TSField, ms)
 		}
 		ev.Time = time.UnixMilli(ms).UTC()
 		fromTS = true
 	}
 	if ev.Time.IsZero() {
-		return nil, permanent(ReasonValidation, "no %q field and no message timestamp", s.TSField)
+		return permanent(ReasonValidation, "no %q field and no message timestamp", s.TSField)
 	}
 	if !s.MinTime.IsZero() && ev.Time.Before(s.MinTime) {
 		src := "message timestamp"
 		if fromTS {
 			src = fmt.Sprintf("field %q", s.TSField)
 		}
-		return nil, permanent(ReasonValidation, "%s: event time %s is before min_time %s", src,
+		return permanent(ReasonValidation, "%s: event time %s is before min_time %s", src,
 			ev.Time.UTC().Format(time.RFC3339Nano), s.MinTime.UTC().Format(time.RFC3339Nano))
 	}
 	if s.FutureSkew > 0 {
@@ -338,13 +367,11 @@ func (s *Schema) Decode(topic string, partition int, offset int64, value []byte,
 			}
 		}
 		if limit := ref.Add(s.FutureSkew); ev.Time.After(limit) {
-			return nil, permanent(ReasonFuture, "event time %s is more than %v ahead of the message timestamp %s",
+			return permanent(ReasonFuture, "event time %s is more than %v ahead of the message timestamp %s",
 				ev.Time.UTC().Format(time.RFC3339Nano), s.FutureSkew, ref.UTC().Format(time.RFC3339Nano))
 		}
 	}
-	ev.Fields[s.IDField] = ev.ID
-	ev.Fields[s.TSField] = ev.Time.UnixMilli()
-	return ev, nil
+	return nil
 }
 
 // fieldError wraps a conversion error of field name, keeping its reason.

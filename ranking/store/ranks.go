@@ -53,6 +53,50 @@ func (s *Store) Ranks(ctx context.Context, board string, dims []string, period s
 	if len(members) == 0 {
 		return out, nil
 	}
+	score, err := s.readMembers(ctx, v, members, mode, out)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].Approx = out[i].Approx || (out[i].Found && v.partial)
+	}
+	if mode == RankRow {
+		return out, nil
+	}
+	// the distinct values, best first
+	value := make([]int64, len(members))
+	var values []int64
+	for i := range out {
+		if out[i].Found {
+			value[i], _ = v.st.codec.Decode(score[i])
+			values = append(values, value[i])
+		}
+	}
+	slices.Sort(values)
+	values = slices.Compact(values)
+	if v.desc() {
+		slices.Reverse(values)
+	}
+	rank, err := s.valueRanks(ctx, v, values, mode)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		if out[i].Found {
+			out[i].Rank = rank[value[i]]
+		}
+	}
+	return out, nil
+}
+
+// readMembers reads, in one pipeline, where members stand in v: their
+// row ranks (mode RankRow) or their scores (the other modes, ZMSCORE),
+// and on keep_top boards their exact scores outside the sorted set. It
+// sets out[i].Found, and Rank where it is known already (row mode; the
+// set's size + 1, Approx, for a keep_top member outside the set), and
+// returns the scores of the members found (none in row mode but those
+// outside a keep_top set).
+func (s *Store) readMembers(ctx context.Context, v *view, members []string, mode RankMode, out []MemberRank) ([]float64, error) {
 	pipe := s.rdb.Pipeline()
 	var pos []*redis.IntCmd
 	var scores *redis.Cmd
@@ -105,47 +149,37 @@ func (s *Store) Ranks(ctx context.Context, board string, dims []string, period s
 			}
 		}
 	}
-	if hashed != nil {
-		n, err := card.Result()
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", v.key, err)
+	if hashed == nil {
+		return score, nil
+	}
+	n, err := card.Result()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", v.key, err)
+	}
+	hv, err := hashed.Result()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", v.hashKey(), err)
+	}
+	for i, x := range hv {
+		if out[i].Found || x == nil {
+			continue
 		}
-		hv, err := hashed.Result()
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", v.hashKey(), err)
+		sc, ok, err := replyScore(x)
+		if err != nil || !ok {
+			return nil, fmt.Errorf("reading %s: bad score %v: %v", v.hashKey(), x, err)
 		}
-		for i, x := range hv {
-			if out[i].Found || x == nil {
-				continue
-			}
-			sc, ok, err := replyScore(x)
-			if err != nil || !ok {
-				return nil, fmt.Errorf("reading %s: bad score %v: %v", v.hashKey(), x, err)
-			}
-			// outside the set: row mode's rank is the set's size + 1
-			score[i], out[i] = sc, MemberRank{Found: true, Rank: n + 1, Approx: true}
-		}
+		// outside the set: row mode's rank is the set's size + 1
+		score[i], out[i] = sc, MemberRank{Found: true, Rank: n + 1, Approx: true}
 	}
-	for i := range out {
-		out[i].Approx = out[i].Approx || (out[i].Found && v.partial)
-	}
-	if mode == RankRow {
-		return out, nil
-	}
-	// the distinct values, best first
-	value := make([]int64, len(members))
-	var values []int64
-	for i := range out {
-		if out[i].Found {
-			value[i], _ = v.st.codec.Decode(score[i])
-			values = append(values, value[i])
-		}
-	}
-	slices.Sort(values)
-	values = slices.Compact(values)
-	if v.desc() {
-		slices.Reverse(values)
-	}
+	return score, nil
+}
+
+// valueRanks returns the rank in mode (competition or dense) of each of
+// values, distinct and best first: competition counts the members
+// strictly better than each (one pipeline of a ZCOUNT per value), dense
+// walks the distinct values better than the worst (denseRanks), within the
+// context's budget or ErrTooExpensive.
+func (s *Store) valueRanks(ctx context.Context, v *view, values []int64, mode RankMode) (map[int64]int64, error) {
 	rank := make(map[int64]int64, len(values))
 	switch {
 	case len(values) == 0:
@@ -170,18 +204,13 @@ func (s *Store) Ranks(ctx context.Context, board string, dims []string, period s
 			return nil, err
 		}
 		if capped {
-			return nil, fmt.Errorf("%w: dense ranks in %s on board %q lie beyond the distinct values a read may walk", ErrTooExpensive, v.p.ID, board)
+			return nil, fmt.Errorf("%w: dense ranks in %s on board %q lie beyond the distinct values a read may walk", ErrTooExpensive, v.p.ID, v.st.b.Name)
 		}
 		for i, x := range values {
 			rank[x] = ranks[i]
 		}
 	}
-	for i := range out {
-		if out[i].Found {
-			out[i].Rank = rank[value[i]]
-		}
-	}
-	return out, nil
+	return rank, nil
 }
 
 // replyScore reads one element of a ZMSCORE or HMGET reply: nil (absent),
