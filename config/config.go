@@ -198,6 +198,26 @@ func (c *Config) BoardNames(names []string) ([]string, error) {
 	return out, nil
 }
 
+// RollingBoards returns the rolling boards, the ones a rollover prefills:
+// all of them, or only name's when name is not empty.
+func (c *Config) RollingBoards(name string) ([]*ranking.Board, error) {
+	if name != "" {
+		switch b := c.Board(name); {
+		case b == nil:
+			return nil, fmt.Errorf("no such board in %s", c.File)
+		case b.Window != ranking.WindowRolling:
+			return nil, fmt.Errorf("a %s board; only rolling boards roll over", b.Window)
+		}
+	}
+	var out []*ranking.Board
+	for _, b := range c.boards {
+		if (name == "" || b.Name == name) && b.Window == ranking.WindowRolling {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
 // Schemas returns the event schema of every known topic (gift, like,
 // comment and those of the topics section), with the Kafka limits applied
 // and the per-topic limits: max_id_len and max_key_len (default

@@ -99,47 +99,11 @@ func (b *Board) ValidateWritten(written func(setting string) bool) error {
 	if err := b.ValidateName(); err != nil {
 		errs = append(errs, err)
 	}
-	everyOK := b.Every.Kind >= UnitNone && b.Every.Kind <= UnitMonth &&
-		(b.Every.Kind != UnitMinutes || b.Every.Minutes >= 1 && b.Every.Minutes < 24*60)
-	periodsOK := true // the window's periods, for the codec
 	aggOK := slices.Contains(Aggregates(), b.Aggregate)
 	if !aggOK {
 		fail("aggregate", "unknown aggregate %v", b.Aggregate)
 	}
-	switch b.Window {
-	case WindowTotal:
-		if set("every", b.Every.Kind != UnitNone) {
-			fail("every", "every is only for periodic and rolling boards")
-		}
-		if set("periods", b.Periods != 0) {
-			fail("periods", "periods is only for rolling boards")
-		}
-	case WindowPeriodic:
-		if set("periods", b.Periods != 0) {
-			fail("periods", "periods is only for rolling boards")
-		}
-	case WindowRolling:
-		switch l := b.Every.MaxLength(); {
-		case b.Periods < 1:
-			fail("periods", "a rolling board needs periods >= 1, got %d", b.Periods)
-			periodsOK = false
-		case everyOK && b.Every.Kind != UnitNone && int64(b.Periods) >= math.MaxInt64/int64(l)-1:
-			// Its retention, periods+1 periods, must fit a Duration.
-			fail("periods", "rolling window of %d periods is too long", b.Periods)
-			periodsOK = false
-		}
-		if aggOK && b.Aggregate != AggSum {
-			fail("aggregate", "a rolling board must use aggregate sum, got %v", b.Aggregate)
-		}
-	default:
-		fail("window", "unknown window %v", b.Window)
-	}
-	switch {
-	case !everyOK:
-		fail("every", "invalid period unit (kind %d, %d minutes)", int(b.Every.Kind), b.Every.Minutes)
-	case b.Window != WindowTotal && b.Every.Kind == UnitNone:
-		fail("every", "a %v board needs every (30m, 1h, ..., 1d, 1w, 1mo)", b.Window)
-	}
+	everyOK, periodsOK := b.validateWindow(set, fail, aggOK)
 	if b.WeekStart < time.Sunday || b.WeekStart > time.Saturday {
 		fail("week_start", "unknown weekday %d", int(b.WeekStart))
 	}
@@ -199,6 +163,51 @@ func (b *Board) ValidateWritten(written func(setting string) bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validateWindow checks the window and its settings (every, periods, a
+// rolling board's aggregate) with ValidateWritten's set and fail; aggOK:
+// the aggregate is known. It reports whether every is a valid period and
+// whether the window's periods are, which the later checks need.
+func (b *Board) validateWindow(set func(string, bool) bool, fail func(setting, format string, args ...any), aggOK bool) (everyOK, periodsOK bool) {
+	everyOK = b.Every.Kind >= UnitNone && b.Every.Kind <= UnitMonth &&
+		(b.Every.Kind != UnitMinutes || b.Every.Minutes >= 1 && b.Every.Minutes < 24*60)
+	periodsOK = true // the window's periods, for the codec
+	switch b.Window {
+	case WindowTotal:
+		if set("every", b.Every.Kind != UnitNone) {
+			fail("every", "every is only for periodic and rolling boards")
+		}
+		if set("periods", b.Periods != 0) {
+			fail("periods", "periods is only for rolling boards")
+		}
+	case WindowPeriodic:
+		if set("periods", b.Periods != 0) {
+			fail("periods", "periods is only for rolling boards")
+		}
+	case WindowRolling:
+		switch l := b.Every.MaxLength(); {
+		case b.Periods < 1:
+			fail("periods", "a rolling board needs periods >= 1, got %d", b.Periods)
+			periodsOK = false
+		case everyOK && b.Every.Kind != UnitNone && int64(b.Periods) >= math.MaxInt64/int64(l)-1:
+			// Its retention, periods+1 periods, must fit a Duration.
+			fail("periods", "rolling window of %d periods is too long", b.Periods)
+			periodsOK = false
+		}
+		if aggOK && b.Aggregate != AggSum {
+			fail("aggregate", "a rolling board must use aggregate sum, got %v", b.Aggregate)
+		}
+	default:
+		fail("window", "unknown window %v", b.Window)
+	}
+	switch {
+	case !everyOK:
+		fail("every", "invalid period unit (kind %d, %d minutes)", int(b.Every.Kind), b.Every.Minutes)
+	case b.Window != WindowTotal && b.Every.Kind == UnitNone:
+		fail("every", "a %v board needs every (30m, 1h, ..., 1d, 1w, 1mo)", b.Window)
+	}
+	return everyOK, periodsOK
 }
 
 // ValidateName checks the board's name, which is part of every key: it

@@ -98,31 +98,10 @@ func replayCmdFlags(fs *pflag.FlagSet) cli.RunFunc {
 		if err != nil {
 			return err
 		}
-		rc := &rb.Replay
-		if f.from != "earliest" {
-			if rc.From, err = time.Parse(time.RFC3339, f.from); err != nil {
-				return cli.Usagef("--from %q: want earliest or RFC 3339, e.g. 2026-11-01T00:00:00+08:00", f.from)
-			}
+		if err := f.configure(rb); err != nil {
+			return err
 		}
-		if f.to != "now" {
-			if rc.To, err = time.Parse(time.RFC3339, f.to); err != nil {
-				return cli.Usagef("--to %q: want now or RFC 3339", f.to)
-			}
-			if !f.dryRun {
-				return cli.Usagef("--to %s: only with --dry-run (a rebuilt generation must include everything live traffic applied, so it reads to the end of the log)", f.to)
-			}
-		}
-		if f.batch < 1 || f.parallel < 1 {
-			return cli.Usagef("--batch and --parallel must be at least 1")
-		}
-		if f.lockTTL < time.Second {
-			return cli.Usagef("--lock-ttl %v: want at least 1s", f.lockTTL)
-		}
-		if !slices.Contains(replay.ProgressModes, f.progress) {
-			return cli.Usagef("--progress %q: want auto, bars, log or none", f.progress)
-		}
-		rc.BatchCount, rc.Parallel = f.batch, f.parallel
-		if len(rc.Topics) == 0 {
+		if len(rb.Replay.Topics) == 0 {
 			return cli.Usagef("no route feeds %s: nothing to replay", strings.Join(boards, ","))
 		}
 		if !f.dryRun && !f.yes {
@@ -130,7 +109,7 @@ func replayCmdFlags(fs *pflag.FlagSet) cli.RunFunc {
 				return cli.Usagef("stdin is not a terminal: pass --yes to rebuild without confirmation")
 			}
 			fmt.Fprintf(stderr, "Rebuild %s from topics %s (%s) into a new generation, then switch to it? [y/N] ",
-				strings.Join(boards, ", "), strings.Join(rc.Topics, ", "), f.from)
+				strings.Join(boards, ", "), strings.Join(rb.Replay.Topics, ", "), f.from)
 			answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
 			if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 				return errors.New("not confirmed; nothing done")
@@ -146,7 +125,6 @@ func replayCmdFlags(fs *pflag.FlagSet) cli.RunFunc {
 			log.Info("replay metrics", "addr", addr)
 		}
 		view := replay.NewProgress(ctx, f.progress, stdout, stderr, log)
-		rb.LockTTL, rb.LockWait, rb.DropAfter, rb.KeepOld = f.lockTTL, f.lockWait, f.dropAfter, f.keepOld
 		rb.Registry, rb.Logger, rb.Observer = reg, log, view
 		start := time.Now()
 		if f.dryRun {
@@ -171,4 +149,36 @@ func replayCmdFlags(fs *pflag.FlagSet) cli.RunFunc {
 		replay.WriteSummary(stdout, res, time.Since(start)-waited, waited, false, fmt.Sprintf("switched to generation %d; %d keys of old generations deleted", res.Generation, res.Deleted))
 		return nil
 	}
+}
+
+// configure checks the flags and sets what they say of rb: the range, the
+// batches, the lock and the old generation's deletion.
+func (f *replayFlags) configure(rb *replay.Rebuild) error {
+	var err error
+	rc := &rb.Replay
+	if f.from != "earliest" {
+		if rc.From, err = time.Parse(time.RFC3339, f.from); err != nil {
+			return cli.Usagef("--from %q: want earliest or RFC 3339, e.g. 2026-11-01T00:00:00+08:00", f.from)
+		}
+	}
+	if f.to != "now" {
+		if rc.To, err = time.Parse(time.RFC3339, f.to); err != nil {
+			return cli.Usagef("--to %q: want now or RFC 3339", f.to)
+		}
+		if !f.dryRun {
+			return cli.Usagef("--to %s: only with --dry-run (a rebuilt generation must include everything live traffic applied, so it reads to the end of the log)", f.to)
+		}
+	}
+	if f.batch < 1 || f.parallel < 1 {
+		return cli.Usagef("--batch and --parallel must be at least 1")
+	}
+	if f.lockTTL < time.Second {
+		return cli.Usagef("--lock-ttl %v: want at least 1s", f.lockTTL)
+	}
+	if !slices.Contains(replay.ProgressModes, f.progress) {
+		return cli.Usagef("--progress %q: want auto, bars, log or none", f.progress)
+	}
+	rc.BatchCount, rc.Parallel = f.batch, f.parallel
+	rb.LockTTL, rb.LockWait, rb.DropAfter, rb.KeepOld = f.lockTTL, f.lockWait, f.dropAfter, f.keepOld
+	return nil
 }

@@ -9,8 +9,6 @@ import (
 	"github.com/rankd/rankd/cmd/rankd/internal/cli"
 	"github.com/rankd/rankd/internal/assembly"
 	"github.com/spf13/pflag"
-
-	"github.com/rankd/rankd/ranking"
 )
 
 const rolloverHelp = `
@@ -41,22 +39,14 @@ func rolloverFlags(fs *pflag.FlagSet) cli.RunFunc {
 				return cli.Usagef("--at %q: want RFC 3339, e.g. 2026-11-22T00:00:00+08:00", *atFlag)
 			}
 		}
-		var boards []*ranking.Board
-		for _, b := range cfg.Boards() {
-			if (*board == "" || b.Name == *board) && b.Window == ranking.WindowRolling {
-				boards = append(boards, b)
-			}
+		boards, err := cfg.RollingBoards(*board)
+		if err != nil {
+			return cli.Usagef("--board %q: %v", *board, err)
 		}
-		switch b := cfg.Board(*board); {
-		case *board != "" && b == nil:
-			return cli.Usagef("--board %q: no such board in %s", *board, path)
-		case *board != "" && b.Window != ranking.WindowRolling:
-			return cli.Usagef("--board %q: a %s board; only rolling boards roll over", *board, b.Window)
-		case len(boards) == 0:
+		if len(boards) == 0 {
 			fmt.Fprintf(stdout, "%s has no rolling boards: nothing to do\n", path)
 			return nil
 		}
-
 		rdb := assembly.NewRedis(cfg.Redis)
 		defer rdb.Close()
 		store, err := assembly.NewStore(cfg, rdb, log)
