@@ -206,13 +206,17 @@ func (c luaStatus) status() (ranking.Status, bool, error) {
 	return 0, false, fmt.Errorf("unknown status %q from the apply script", byte(c))
 }
 
-// luaConsts are the constants the prelude defines, by Lua name.
-var luaConsts = []struct {
+// luaConst is a constant of the prelude: its Lua name and its value (an
+// integer, a string or a luaStatus).
+type luaConst struct {
 	name  string
-	value any // int-like or luaStatus
-}{
-	{"WINDOW_TOTAL", luaWindowTotal}, {"WINDOW_PERIODIC", luaWindowPeriodic}, {"WINDOW_ROLLING", luaWindowRolling},
-	{"AGG_SUM", luaAggSum}, {"AGG_MAX", luaAggMax}, {"AGG_MIN", luaAggMin}, {"AGG_LAST", luaAggLast},
+	value any
+}
+
+// luaConsts are the constants the prelude defines, by Lua name: first a
+// WINDOW_<NAME> and an AGG_<NAME> for every window and aggregate of the
+// model (luaEnums), then the others.
+var luaConsts = append(luaEnums(), []luaConst{
 	{"TIE_NONE", luaTieNone}, {"TIE_UP", luaTieUp}, {"TIE_DOWN", luaTieDown},
 	{"ST_APPLIED", luaApplied}, {"ST_DUPLICATE", luaDuplicate}, {"ST_LATE", luaLate},
 	{"ST_OUT_OF_RANGE", luaOutOfRange}, {"ST_REPEAT_LATE", luaRepeatLate}, {"ST_REPEAT_RANGE", luaRepeatRange},
@@ -232,6 +236,22 @@ var luaConsts = []struct {
 	{"DD_SWEEP_KEYS", ddSweepKeys}, {"DD_SWEEP_MS", ddSweepMs},
 	{"SNAP_REV", snapRev}, {"SNAP_SUM", snapSum}, {"SNAP_GEN", snapGen}, {"SNAP_PUB", snapPub}, {"SNAP_JSON", snapJSON},
 	{"SNAP_OP_SEAL", snapOpSeal}, {"SNAP_OP_REVISE", snapOpRevise}, {"SNAP_OP_PUB", snapOpPub}, {"SNAP_OP_LOCK", snapOpLock},
+}...)
+
+// luaEnums names every window and aggregate of the model for the scripts,
+// WINDOW_TOTAL, AGG_SUM and so on (the names config reads, upper case),
+// with the numbers of luaWindowOf and luaAggOf: a new aggregate needs its
+// number there, and nothing here (the package panics at init until it has
+// one).
+func luaEnums() []luaConst {
+	var out []luaConst
+	for _, w := range ranking.Windows() {
+		out = append(out, luaConst{"WINDOW_" + strings.ToUpper(w.String()), luaWindowOf(w)})
+	}
+	for _, a := range ranking.Aggregates() {
+		out = append(out, luaConst{"AGG_" + strings.ToUpper(a.String()), luaAggOf(a)})
+	}
+	return out
 }
 
 // luaKeys are the names each script gives its KEYS, in order
