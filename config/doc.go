@@ -11,8 +11,12 @@
 // YAML anchors, aliases and merge keys (<<) work; top-level keys starting
 // with "x-" are ignored, to hold shared settings.
 //
-// Precedence: built-in defaults (defaults, which takes them from the
-// packages that own them, and ranking.NewBoard), then the file, then the
+// Print writes a resolved config as `rankd config check` shows it.
+//
+// Precedence: built-in defaults (the Default* constants of this package,
+// which internal/assembly's TestDefaultsAgree holds equal to those consumer
+// and store keep for callers without a config; ingest's decoding limits;
+// ranking.NewBoard), then the file, then the
 // environment (the Env* constants, listed by EnvNames). Secrets
 // (passwords, the HTTP token) come from the environment or from files
 // named in the config; a secret written in the config file is refused.

@@ -1,6 +1,7 @@
 // Package consumer is rankd's Kafka transport: group readers, batching,
 // delivery to a Sink, dead letters, offset commits, backpressure, graceful
-// shutdown, and the loop's metrics and health. It knows nothing of boards;
+// shutdown, and the loop's metrics and readiness (Ready, NotReady: the
+// assembly's /readyz serves them). It knows nothing of boards;
 // RankingSink connects it to the rest of the flow: Kafka -> consumer ->
 // ranking/ingest (decode, route) -> ranking/store (Store.ApplyFrom).
 // `rankd replay` is package consumer/replay.

@@ -15,4 +15,6 @@
 //
 // Its counts are its own: Result.Applied and Duplicates come from the
 // sink (consumer.RankingSink.Counts), not from a metrics registry.
+// Progress is the command's view of a Rebuild (bars, log lines or
+// nothing, as an Observer), WriteSummary its last lines.
 package replay

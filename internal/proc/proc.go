@@ -1,5 +1,6 @@
 // Package proc runs child processes for rankd's tools and tests (the
-// servers of rankd bench and dev, the test servers of internal/testenv):
+// servers of internal/servers, for rankd bench and dev and for
+// internal/testenv, and the rankd processes of tests):
 // each is reaped by one goroutine, so any number of callers may wait for its
 // exit; on Linux it dies with this process (parent-death signal) and runs
 // in its own process group, so a Ctrl-C in the terminal reaches only the

@@ -3,18 +3,23 @@
 // dedupes message IDs, keeps stream-time marks, rolls rolling boards over
 // (RunRollover), reports finality (RunFinality), manages key generations
 // for `rankd replay`, and answers the queries of ranking/httpapi. Key
-// layout: keys.go; scripts: lua/.
+// layout: keys.go; the scripts: lua/, each behind one prelude generated
+// from contract.go, the typed Go<->Lua contract (every script's KEYS and
+// ARGV layout, reply codes, key parts and fields), which TestLuaContract
+// holds against every script.
 //
 // # Exact semantics (the contract the oracle in internal/testenv/oracle checks)
 //
-// Store.Apply takes a slice of Updates. Consecutive updates with the same
-// MsgID form one event. An event whose MsgID was already applied (within the
-// dedupe TTL) is a duplicate: none of its updates is applied; each reports
-// StatusDuplicate, except that an update whose first delivery was late or
-// out of range reports that verdict again with Result.Repeated set (so a
-// redelivered message is dead-lettered again rather than lost, and counted
-// once). Updates are judged in input order,
-// per stream = (board, dims):
+// Store.Apply (and ApplyFrom, for live consumption) takes events: an Event
+// is one message's ID and its ranking.Updates (Group forms them from a
+// flat list, consecutive updates with the same MsgID being one event). An
+// event whose ID was already applied (within the dedupe TTL, see
+// docs/dedupe.md) is a duplicate: none of its updates is applied; each
+// reports StatusDuplicate, except that an update whose first delivery was
+// late or out of range reports that verdict again with Result.Repeated set
+// (so a redelivered message is dead-lettered again rather than lost, and
+// counted once). Updates are judged in input order, per stream = (board,
+// dims):
 //
 //  1. Period: j = board calendar At(update.Time); total boards have one
 //     period, "all".
