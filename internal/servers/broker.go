@@ -123,10 +123,7 @@ func (b *Broker) Addr() string {
 func (b *Broker) PID() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.proc == nil || b.proc.Exited() {
-		return 0
-	}
-	return b.proc.PID()
+	return runningPID(b.proc)
 }
 
 // Close stops the broker (SIGTERM, then SIGKILL after a grace) and waits

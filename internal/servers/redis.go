@@ -158,10 +158,15 @@ func (r *Redis) Dir() string { return r.dir }
 func (r *Redis) PID() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.proc == nil || r.proc.Exited() {
+	return runningPID(r.proc)
+}
+
+// runningPID returns p's process id, or 0 when p is nil or has exited.
+func runningPID(p *proc.Process) int {
+	if p == nil || p.Exited() {
 		return 0
 	}
-	return r.proc.PID()
+	return p.PID()
 }
 
 // Start starts a stopped server again on the same port and returns once
