@@ -15,6 +15,7 @@ import (
 	"github.com/rankd/rankd/cmd/rankd/internal/servers"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/bench"
+	"github.com/rankd/rankd/cmd/rankd/internal/loadgen"
 	"github.com/spf13/pflag"
 )
 
@@ -40,7 +41,9 @@ and runs, against the same servers:
             then a mix of top, member, around, dims) while ingestion runs at
             --read-rate events/s: reads/s, latency, cache hit rate, Redis
             time per read, ingestion rate with and without readers,
-            event-to-visible p99 through the API
+            event-to-visible p99 in Redis and through the API. The clients
+            run in a child process (this binary again), one keep-alive
+            connection each
 
 It prints one table on stdout (--json FILE: also as JSON) and a progress
 line on stderr. The default run takes about two minutes; run it on an
@@ -51,7 +54,8 @@ benchmark's topics (gift, like, comment, their naive- copies) with messages.
 Examples:
   rankd bench
   rankd bench --events 200000 --skip rollover,latency --json bench.json
-  rankd bench --cpuprofile rankd.pprof     # then: go tool pprof -top rankd.pprof`
+  rankd bench --cpuprofile rankd.pprof     # then: go tool pprof -top rankd.pprof
+  rankd bench --events 200000 --skip naive,seed,replay,latency,rollover --reads-cpuprofile reads.pprof`
 
 // benchSpec is `rankd bench` (cmd_bench_nodev.go without dev tooling).
 var benchSpec = spec{use: "bench [--events N] [--json FILE] [flags]", short: "measure drain rate, Redis cost, latency, replay and rollover on this machine",
@@ -80,6 +84,7 @@ func benchFlags(fs *pflag.FlagSet, adjust func(*bench.Options)) runFunc {
 	skip := fs.String("skip", "", "comma-separated `phases` not to run: "+strings.Join(bench.Phases, ", "))
 	fs.StringVar(&o.JSON, "json", "", "write the results as JSON to `file`")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write the CPU profile of the rankd drain to `file`")
+	fs.StringVar(&o.ReadsCPUProfile, "reads-cpuprofile", "", "write the CPU profile of rankd serving the reads phase's top-20 readers to `file`")
 	var lf logFlags
 	lf.register(fs, "text", "warn")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -104,6 +109,11 @@ func benchFlags(fs *pflag.FlagSet, adjust func(*bench.Options)) runFunc {
 	}
 }
 
-// child runs this process as the broker of a `rankd bench` that started it
-// (servers.Child).
-func child() (int, bool) { return servers.Child() }
+// child runs this process as the broker or the load generator of a
+// `rankd bench` that started it (servers.Child, loadgen.Child).
+func child() (int, bool) {
+	if code, ok := servers.Child(); ok {
+		return code, true
+	}
+	return loadgen.Child()
+}

@@ -111,6 +111,10 @@ type Options struct {
 	// CPUProfile, if set, is the file the CPU profile of the rankd drain
 	// is written to.
 	CPUProfile string
+	// ReadsCPUProfile, if set, is the file the CPU profile of this
+	// process (rankd, the producer, the pollers) during the reads phase's
+	// top-20 run is written to.
+	ReadsCPUProfile string
 	// JSON, if set, is the file the results are written to as JSON.
 	JSON string
 	// Stdout receives the table, Stderr the progress line. Default: the
