@@ -59,6 +59,7 @@ type budget struct {
 	tokens float64
 	last   time.Time
 	model  store.CostModel
+	now    func() time.Time
 
 	refused, tooExpensive atomic.Int64
 	charged               atomic.Int64 // µs, corrected
@@ -69,10 +70,10 @@ type budget struct {
 // is more than the costliest read on a board of the assumed size
 // (maxEstimate, about 14 ms), a much smaller share refuses such reads 400
 // too_expensive.
-func newBudget(share float64) *budget {
+func newBudget(share float64, now func() time.Time) *budget {
 	rate := share * 1e6
 	burst := max(rate*budgetBurst, minBurst)
-	return &budget{rate: rate, burst: burst, tokens: burst, last: time.Now(), model: store.DefaultCostModel}
+	return &budget{rate: rate, burst: burst, tokens: burst, last: now(), model: store.DefaultCostModel, now: now}
 }
 
 // take charges an estimate of us µs, or returns the refusal.
@@ -84,7 +85,7 @@ func (b *budget) take(us float64) error {
 				"ask for less (a smaller limit or n, rank=row or competition, trend=0)", us/1e3, b.burst/1e3)}
 	}
 	b.mu.Lock()
-	now := time.Now()
+	now := b.now()
 	b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
 	b.last = now
 	if b.tokens < us {

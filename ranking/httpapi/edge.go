@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
+	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/store"
 )
 
@@ -89,7 +91,9 @@ func stripped(msg string) string {
 }
 
 // cachedRead serves a board read through the response cache (cache.go),
-// or, without one, renders it for every request.
+// or, without one, renders it for every request. A hit is usually served
+// by serveHit before any routing; one found here (an entry stored
+// meanwhile) is served the same way.
 func (s *server) cachedRead(route string, body func(*http.Request) ([]byte, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if s.cache == nil {
@@ -104,11 +108,8 @@ func (s *server) cachedRead(route string, body func(*http.Request) ([]byte, erro
 		if err != nil {
 			return unknownBoard(r.PathValue("board"))
 		}
-		// The path holds the board (and member); the raw query every
-		// parameter; the current period id makes "current" and
-		// "previous" move on at the period's end.
-		key := route + "\x00" + r.URL.Path + "\x00" + r.URL.RawQuery + "\x00" + cur.ID
-		if e := s.cache.get(key, time.Now().UnixNano()); e != nil {
+		key := cacheKey{path: r.URL.EscapedPath(), query: r.URL.RawQuery}
+		if e := s.cache.get(key, s.clock().UnixNano(), s.storeNow()); e != nil {
 			if s.m != nil {
 				s.m.hit.Inc()
 			}
@@ -116,8 +117,11 @@ func (s *server) cachedRead(route string, body func(*http.Request) ([]byte, erro
 			s.cache.serve(w, r, e)
 			return nil
 		}
+		// The flight includes the current period id: reads on each side
+		// of a period's end are not the same read.
+		flight := key.path + "?" + key.query + "\x00" + cur.ID
 		led := false
-		v, err, _ := s.cache.flight.Do(key, func() (any, error) {
+		v, err, _ := s.cache.flight.Do(flight, func() (any, error) {
 			led = true
 			// one request reads for all who wait: its client leaving must
 			// not fail theirs (the read's own timeout still applies)
@@ -125,7 +129,7 @@ func (s *server) cachedRead(route string, body func(*http.Request) ([]byte, erro
 			if err != nil {
 				return nil, err
 			}
-			return s.cache.put(key, b, time.Now().UnixNano()), nil
+			return s.cache.put(key, b, s.clock().UnixNano(), periodEnd(cur), s.routes[route]), nil
 		})
 		switch {
 		case led:
@@ -145,6 +149,47 @@ func (s *server) cachedRead(route string, body func(*http.Request) ([]byte, erro
 		s.cache.serve(w, r, v.(*cached))
 		return nil
 	}
+}
+
+// periodEnd is the end of p in unix ns of the store's clock, 0 for none
+// (the total boards' period "all" ends in 9999).
+func periodEnd(p ranking.Period) int64 {
+	if p.End.IsZero() || !p.End.Before(maxNano) {
+		return 0
+	}
+	return p.End.UnixNano()
+}
+
+var maxNano = time.Unix(0, math.MaxInt64)
+
+// storeNow is the store's clock, the one periods end by, in unix ns.
+func (s *server) storeNow() int64 {
+	if s.storeClock != nil {
+		return s.storeClock.Now().UnixNano()
+	}
+	return s.clock().UnixNano()
+}
+
+// serveHit serves GET and HEAD requests whose response the cache holds,
+// fresh, and reports whether it did. It is the whole of a hit: no routing,
+// no parsing, no allocation but net/http's own; its metrics are those the
+// route would count (pre-resolved per route).
+func (s *server) serveHit(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	start := s.clock()
+	e := s.cache.get(cacheKey{path: r.URL.EscapedPath(), query: r.URL.RawQuery}, start.UnixNano(), s.storeNow())
+	if e == nil {
+		return false
+	}
+	s.cache.hits.Add(1)
+	status := s.cache.serve(w, r, e)
+	if s.m != nil {
+		s.m.hit.Inc()
+		e.route.served(status, s.clock().Sub(start))
+	}
+	return true
 }
 
 // maxEstimate is the Redis time of the costliest read the parameters
