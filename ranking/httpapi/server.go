@@ -93,7 +93,7 @@ type server struct {
 
 	clock      func() time.Time
 	storeClock interface{ Now() time.Time } // the store's, if it has one
-	routes     map[string]*routeMetrics      // by route name; nil values without metrics
+	routes     map[string]*routeMetrics     // by route name; nil values without metrics
 
 	// serving.go
 	serving   chan struct{} // one per response being written; nil: no bound

@@ -217,16 +217,16 @@ func (m *markers) state() (int, bool) {
 // poller reads the marker's value in a loop and records when each marker
 // became visible.
 type poller struct {
-	read    func(context.Context) (int64, error)
-	base    int64 // the value before the first marker
-	every   time.Duration
+	read  func(context.Context) (int64, error)
+	base  int64 // the value before the first marker
+	every time.Duration
 	// retry503: a 503 answer (errUnavailable) is counted in refused and
 	// read again after every, instead of failing the run.
 	retry503 bool
 	refused  int
-	visible []time.Time // of marker k at k-1
-	reads   []time.Duration
-	elapsed time.Duration
+	visible  []time.Time // of marker k at k-1
+	reads    []time.Duration
+	elapsed  time.Duration
 }
 
 // run polls until every marker is visible after the producer stopped
