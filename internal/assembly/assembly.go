@@ -305,9 +305,12 @@ func (s *Stack) runStandings(ctx context.Context) error {
 
 // apiOptions are the read API's options of cfg's api section: the response
 // cache, the Redis-time budget (which replaces the fixed rate of expensive
-// reads) and the bound on concurrent reads.
+// reads), the bound on concurrent reads and that on concurrent writes.
 func apiOptions(a config.API) []httpapi.Option {
 	opts := []httpapi.Option{httpapi.WithCache(a.CacheTTL, a.CacheMaxBytes), httpapi.WithConcurrentReads(a.ConcurrentReads)}
+	if a.ConcurrentWrites > 0 {
+		opts = append(opts, httpapi.WithServingLimit(a.ConcurrentWrites))
+	}
 	if a.RedisBudget > 0 {
 		opts = append(opts, httpapi.WithRedisBudget(a.RedisBudget), httpapi.WithExpensiveRate(0))
 	}

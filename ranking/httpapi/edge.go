@@ -189,6 +189,7 @@ func (s *server) serveHit(w http.ResponseWriter, r *http.Request) bool {
 		s.m.hit.Inc()
 		e.route.served(status, s.clock().Sub(start))
 	}
+	s.flush(w, r)
 	return true
 }
 

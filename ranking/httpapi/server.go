@@ -33,7 +33,6 @@ type config struct {
 	reads      int
 	clock      func() time.Time
 	serving    int
-	serveWait  time.Duration
 }
 
 // WithLogger sets the logger of store failures (default slog.Default()).
@@ -95,9 +94,7 @@ type server struct {
 	storeClock interface{ Now() time.Time } // the store's, if it has one
 	routes     map[string]*routeMetrics     // by route name; nil values without metrics
 
-	// serving.go
-	serving   chan struct{} // one per response being written; nil: no bound
-	serveWait time.Duration
+	serving chan struct{} // serving.go: one per response being written; nil: no bound
 }
 
 // api is the handler New returns: cache hits first, then the routes.
@@ -107,10 +104,24 @@ type api struct {
 }
 
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if a.s.cache != nil && a.s.serveHit(w, r) {
+	if a.ServeCached(w, r) {
 		return
 	}
 	a.mux.ServeHTTP(w, r)
+}
+
+// CachedServer is implemented by the handler New returns. ServeCached
+// serves a GET or HEAD request whose response the cache holds, fresh, as
+// ServeHTTP would, and reports whether it did; otherwise it writes
+// nothing. A server that routes requests to the handler by path may call
+// it before its own routing: a cached response's path is one that was
+// routed to the handler.
+type CachedServer interface {
+	ServeCached(w http.ResponseWriter, r *http.Request) bool
+}
+
+func (a *api) ServeCached(w http.ResponseWriter, r *http.Request) bool {
+	return a.s.cache != nil && a.s.serveHit(w, r)
 }
 
 // New returns the HTTP handler of the read API and the HTML page for the
@@ -121,7 +132,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func New(st Store, opts ...Option) http.Handler {
 	c := config{log: slog.Default(), timeout: DefaultTimeout, expensive: DefaultExpensive,
 		queueWait: DefaultQueueWait, denseSteps: DefaultDenseBudget, rate: DefaultExpensiveRate, reads: DefaultReads,
-		clock: time.Now}
+		clock: time.Now, serving: DefaultServing()}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -143,6 +154,9 @@ func New(st Store, opts ...Option) http.Handler {
 	}
 	if c.reads > 0 {
 		s.reads = make(chan struct{}, c.reads)
+	}
+	if c.serving > 0 {
+		s.serving = make(chan struct{}, c.serving)
 	}
 	if c.reg != nil {
 		s.m = newMetrics(c.reg, s)
@@ -181,19 +195,31 @@ func (s *server) route(name string, h handlerFunc) http.Handler {
 		if err := h(sw, r); err != nil {
 			s.writeError(sw, r, err)
 		}
+		// counted before the response leaves, as when net/http wrote it
+		// after the handler: a client that has it sees it counted
 		rm.served(sw.status, s.clock().Sub(start))
+		if sw.wrote {
+			s.flush(w, r)
+		}
 	})
 }
 
-// statusWriter records the status code for metrics.
+// statusWriter records the status code for metrics, and whether anything
+// was written.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	wrote  bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
+	w.status, w.wrote = code, true
 	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(p)
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
