@@ -106,6 +106,9 @@ type Options struct {
 	ReadClients  int
 	ReadRate     float64
 	ReadDuration time.Duration
+	// ReadWrites is rankd's api.concurrent_writes in every phase; 0: the
+	// default (twice GOMAXPROCS).
+	ReadWrites int
 	// Skip lists phases not to run (see Phases).
 	Skip []string
 	// CPUProfile, if set, is the file the CPU profile of the rankd drain
@@ -485,6 +488,7 @@ func (e *env) config(group, prefix string) (*config.Config, error) {
 	cfg.Kafka.Brokers = e.brokers
 	cfg.Redis.Addr, cfg.Redis.Addrs, cfg.Redis.Password, cfg.Redis.DB = e.redisAddr, nil, "", 0
 	cfg.HTTP.Listen = "127.0.0.1:0"
+	cfg.API.ConcurrentWrites = e.o.ReadWrites
 	return cfg, nil
 }
 
