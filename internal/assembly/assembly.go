@@ -150,7 +150,9 @@ func New(cfg *config.Config, log *slog.Logger, tune Tuning) (*Stack, error) {
 		_ = rdb.Close()
 		return nil, err
 	}
-	api := httpapi.New(st, append([]httpapi.Option{httpapi.WithRegisterer(reg), httpapi.WithLogger(log)}, apiOptions(cfg.API)...)...)
+	// the API yields to the consumer when it falls behind
+	api := httpapi.New(st, append([]httpapi.Option{httpapi.WithRegisterer(reg), httpapi.WithLogger(log), httpapi.WithPriority(cons.Behind)},
+		apiOptions(cfg.API)...)...)
 	metrics := consumer.GetOnly(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	// /readyz answers from the last background ping, never waiting for Redis
 	check := httpapi.NewBackgroundPing(&quietPinger{p: st, name: "redis", log: log}, httpapi.DefaultPingEvery, httpapi.DefaultPingTimeout)

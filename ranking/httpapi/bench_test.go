@@ -33,7 +33,8 @@ func (w *headerWriter) Write(p []byte) (int, error) {
 // network, no net/http): what a cached /top?limit=20 and a 304 cost rankd
 // besides net/http and the system calls.
 func BenchmarkCachedRead(b *testing.B) {
-	srv, _ := fixture(b, httpapi.WithCache(time.Hour, 1<<20), httpapi.WithRegisterer(prometheus.NewRegistry()))
+	srv, _ := fixture(b, httpapi.WithCache(time.Hour, 1<<20), httpapi.WithRegisterer(prometheus.NewRegistry()),
+		httpapi.WithPriority(func() bool { return false }))
 	h := srv.Config.Handler
 	for _, tt := range []struct {
 		name string

@@ -183,6 +183,14 @@ func (s *server) serveHit(w http.ResponseWriter, r *http.Request) bool {
 	if e == nil {
 		return false
 	}
+	if s.gov != nil {
+		if s.gov.admit(r.Context(), start) != nil {
+			return false // the route answers (overloaded, or the client left)
+		}
+		if e.expires <= s.clock().UnixNano() || (e.periodEnd != 0 && e.periodEnd <= s.storeNow()) {
+			return false // expired while it waited: the route reads it again
+		}
+	}
 	s.cache.hits.Add(1)
 	status := s.cache.serve(w, r, e)
 	if s.m != nil {

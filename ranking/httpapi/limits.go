@@ -115,7 +115,7 @@ func (s *server) read(r *http.Request, route string, expensive bool, est estimat
 	n := s.sizes.of(est.board)
 	var charged float64
 	if s.budget != nil {
-		charged = s.budget.model.Micros(est.c, n)
+		charged = s.model.Micros(est.c, n)
 		if err := s.budget.take(charged); err != nil {
 			if s.m != nil {
 				s.m.refused.WithLabelValues(err.(*apiError).code).Inc()
@@ -126,12 +126,17 @@ func (s *server) read(r *http.Request, route string, expensive bool, est estimat
 	var cost *store.Cost
 	ctx, cost = store.WithCost(ctx)
 	settle := func() {
-		real := store.DefaultCostModel.Micros(cost.Counts(), s.sizes.of(est.board))
+		counted := cost.Counts()
+		real := s.model.Micros(counted, s.sizes.of(est.board))
 		if s.budget != nil {
 			s.budget.correct(charged, real)
 		}
 		if s.m != nil {
 			s.m.redisTime.WithLabelValues(route).Add(real / 1e6)
+			s.m.redisEstimated.WithLabelValues(route).Add(s.model.Micros(est.c, n) / 1e6)
+		}
+		if s.observe != nil {
+			s.observe(route, est.c, counted)
 		}
 	}
 	if expensive {

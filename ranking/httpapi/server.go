@@ -33,6 +33,7 @@ type config struct {
 	reads      int
 	clock      func() time.Time
 	serving    int
+	behind     func() bool
 }
 
 // WithLogger sets the logger of store failures (default slog.Default()).
@@ -95,6 +96,10 @@ type server struct {
 	routes     map[string]*routeMetrics     // by route name; nil values without metrics
 
 	serving chan struct{} // serving.go: one per response being written; nil: no bound
+	gov     *governor     // priority.go; nil: no priority to ingestion
+
+	model   store.CostModel                                    // of estimates and the real costs
+	observe func(route string, estimate, counted store.Counts) // tests: each read's counts
 }
 
 // api is the handler New returns: cache hits first, then the routes.
@@ -138,7 +143,7 @@ func New(st Store, opts ...Option) http.Handler {
 	}
 	s := &server{store: st, boards: map[string]*ranking.Board{}, order: st.Boards(), log: c.log,
 		timeout: c.timeout, slots: make(chan struct{}, c.expensive), queueWait: c.queueWait, denseSteps: c.denseSteps,
-		bucket: newTokenBucket(c.rate, c.expensive), clock: c.clock, routes: map[string]*routeMetrics{}}
+		bucket: newTokenBucket(c.rate, c.expensive), clock: c.clock, routes: map[string]*routeMetrics{}, model: store.DefaultCostModel}
 	s.storeClock, _ = st.(interface{ Now() time.Time })
 	names := make([]string, 0, len(s.order))
 	for _, b := range s.order {
@@ -157,6 +162,9 @@ func New(st Store, opts ...Option) http.Handler {
 	}
 	if c.serving > 0 {
 		s.serving = make(chan struct{}, c.serving)
+	}
+	if c.behind != nil {
+		s.gov = newGovernor(c.behind, c.clock)
 	}
 	if c.reg != nil {
 		s.m = newMetrics(c.reg, s)
@@ -192,7 +200,11 @@ func (s *server) route(name string, h handlerFunc) http.Handler {
 		hdr := sw.Header()
 		hdr["Cache-Control"] = noStore
 		hdr["X-Content-Type-Options"] = nosniff
-		if err := h(sw, r); err != nil {
+		err := s.admit(r)
+		if err == nil {
+			err = h(sw, r)
+		}
+		if err != nil {
 			s.writeError(sw, r, err)
 		}
 		// counted before the response leaves, as when net/http wrote it
@@ -431,6 +443,7 @@ type metrics struct {
 	hit, miss, coalesced prometheus.Counter
 	refused              *prometheus.CounterVec
 	redisTime            *prometheus.CounterVec
+	redisEstimated       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, s *server) *metrics {
@@ -447,7 +460,10 @@ func newMetrics(reg prometheus.Registerer, s *server) *metrics {
 			Help: "Reads refused by the Redis-time budget before any work, per code (overloaded, too_expensive)."}, []string{"code"})),
 		redisTime: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "rankd", Subsystem: "http", Name: "redis_seconds_total",
-			Help: "Redis time of the reads, per route, as the cost model counts it from the commands sent."}, []string{"route"})),
+			Help: "Redis time of the reads, per route, as the cost model counts it from the work they did (round trips, commands, reply elements, dense steps)."}, []string{"route"})),
+		redisEstimated: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "rankd", Subsystem: "http", Name: "redis_estimated_seconds_total",
+			Help: "Redis time of the reads, per route, as estimated before the work from their parameters and the board's size."}, []string{"route"})),
 	}
 	cache := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "rankd", Subsystem: "http", Name: "cache_requests_total",
