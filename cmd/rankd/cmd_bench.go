@@ -37,6 +37,9 @@ and runs, against the same servers:
   latency   event-to-visible latency (HTTP API) at half rankd's drain rate
   rollover  prefill of a rolling board of --rollover-members members, with
             the worst latency of a concurrent ZREVRANGE reader
+  cost      the Redis time of each kind of API read (top, member, around;
+            row and dense) on 200k- and 1M-member boards: estimated by the
+            budget, modelled from the work counted, measured (INFO cpu)
   reads     --read-clients clients reading a 1M-member board (top-20 only,
             then a mix of top, member, around, dims) while ingestion runs at
             --read-rate events/s: reads/s, latency, cache hit rate, Redis
