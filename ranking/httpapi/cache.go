@@ -19,12 +19,15 @@ import (
 // (board, route, member) and the raw query (dims, period, limit or
 // percent, n, rank, trend, ...). An entry is read from Redis at most once
 // per TTL: concurrent misses of one entry wait for a single read
-// (singleflight). An entry also expires at the end of the board's period
-// that was current when it was read, so that a new period never serves the
-// last one's page ("current" and "previous" move on at once). So a reader
-// sees the board as it was at most TTL plus one read's duration ago;
-// through a browser or a CDN honouring Cache-Control, at most twice the
-// TTL.
+// (singleflight). Once an entry has expired, the first request to find it
+// reads it again and waits for the read; those that come while it reads
+// are served the expired entry at once, as the pages their clients last
+// saw ("stale"), instead of waiting all for the same read. An entry
+// is never served past the end of the board's period that was current when
+// it was read, so that a new period never serves the last one's page
+// ("current" and "previous" move on at once). So a reader sees the board
+// as it was at most TTL plus one read's duration ago; through a browser or
+// a CDN honouring Cache-Control, at most twice the TTL plus that.
 //
 // A hit is served before any routing (api.ServeHTTP): one map look-up on
 // the request's path and query as they came, and the entry's bytes and
@@ -76,6 +79,9 @@ type cached struct {
 	periodEnd int64
 	route     *routeMetrics
 	elem      *list.Element
+	// refreshing is set while a request reads the entry again, once it
+	// expired: meanwhile the others are served this one (stale)
+	refreshing atomic.Bool
 }
 
 func (e *cached) size() int { return len(e.key.path) + len(e.key.query) + len(e.body) + entryOverhead }
@@ -97,7 +103,7 @@ type respCache struct {
 	shards   [cacheShards]cacheShard
 	flight   singleflight.Group
 
-	hits, misses, coalesced, evictions atomic.Int64
+	hits, stale, misses, coalesced, evictions atomic.Int64
 }
 
 func newRespCache(ttl time.Duration, maxBytes int) *respCache {
@@ -113,21 +119,22 @@ func (c *respCache) shard(k cacheKey) *cacheShard {
 	return &c.shards[(maphash.String(c.seed, k.path)^maphash.String(c.seed, k.query))%cacheShards]
 }
 
-// get returns the entry of k if it is fresh at now (unix ns) and its
-// period has not ended at storeNow (unix ns of the store's clock), or nil.
-func (c *respCache) get(k cacheKey, now, storeNow int64) *cached {
+// get returns the entry of k unless its period has ended at storeNow
+// (unix ns of the store's clock), and whether it is fresh at now (unix
+// ns); nil when there is none.
+func (c *respCache) get(k cacheKey, now, storeNow int64) (e *cached, fresh bool) {
 	sh := c.shard(k)
 	sh.mu.Lock()
-	e := sh.m[k]
-	if e != nil && e.expires > now && (e.periodEnd == 0 || e.periodEnd > storeNow) {
-		if sh.lru.Front() != e.elem {
-			sh.lru.MoveToFront(e.elem)
-		}
+	e = sh.m[k]
+	if e == nil || (e.periodEnd != 0 && e.periodEnd <= storeNow) {
 		sh.mu.Unlock()
-		return e
+		return nil, false
+	}
+	if sh.lru.Front() != e.elem {
+		sh.lru.MoveToFront(e.elem)
 	}
 	sh.mu.Unlock()
-	return nil
+	return e, e.expires > now
 }
 
 // put stores a rendered body of route under k and returns its entry,

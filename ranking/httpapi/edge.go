@@ -109,13 +109,22 @@ func (s *server) cachedRead(route string, body func(*http.Request) ([]byte, erro
 			return unknownBoard(r.PathValue("board"))
 		}
 		key := cacheKey{path: r.URL.EscapedPath(), query: r.URL.RawQuery}
-		if e := s.cache.get(key, s.clock().UnixNano(), s.storeNow()); e != nil {
+		old, fresh := s.cache.get(key, s.clock().UnixNano(), s.storeNow())
+		switch {
+		case old == nil:
+		case fresh:
 			if s.m != nil {
 				s.m.hit.Inc()
 			}
 			s.cache.hits.Add(1)
-			s.cache.serve(w, r, e)
+			s.cache.serve(w, r, old)
 			return nil
+		case !old.refreshing.CompareAndSwap(false, true):
+			s.serveStale(w, r, old) // another request reads it again
+			return nil
+		default:
+			// this request reads it again; the others get old meanwhile
+			defer old.refreshing.Store(false) // the new entry replaces it, unless the read fails
 		}
 		// The flight includes the current period id: reads on each side
 		// of a period's end are not the same read.
@@ -179,26 +188,42 @@ func (s *server) serveHit(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	start := s.clock()
-	e := s.cache.get(cacheKey{path: r.URL.EscapedPath(), query: r.URL.RawQuery}, start.UnixNano(), s.storeNow())
-	if e == nil {
-		return false
+	e, fresh := s.cache.get(cacheKey{path: r.URL.EscapedPath(), query: r.URL.RawQuery}, start.UnixNano(), s.storeNow())
+	if e == nil || (!fresh && !e.refreshing.Load()) {
+		return false // the route reads it
 	}
 	if s.gov != nil {
 		if s.gov.admit(r.Context(), start) != nil {
 			return false // the route answers (overloaded, or the client left)
 		}
-		if e.expires <= s.clock().UnixNano() || (e.periodEnd != 0 && e.periodEnd <= s.storeNow()) {
+		if e, fresh = s.cache.get(e.key, s.clock().UnixNano(), s.storeNow()); e == nil || (!fresh && !e.refreshing.Load()) {
 			return false // expired while it waited: the route reads it again
 		}
 	}
-	s.cache.hits.Add(1)
-	status := s.cache.serve(w, r, e)
+	var status int
+	if fresh {
+		s.cache.hits.Add(1)
+		status = s.cache.serve(w, r, e)
+		if s.m != nil {
+			s.m.hit.Inc()
+		}
+	} else {
+		status = s.serveStale(w, r, e)
+	}
 	if s.m != nil {
-		s.m.hit.Inc()
 		e.route.served(status, s.clock().Sub(start))
 	}
 	s.flush(w, r)
 	return true
+}
+
+// serveStale serves an expired entry that another request reads again.
+func (s *server) serveStale(w http.ResponseWriter, r *http.Request, e *cached) int {
+	s.cache.stale.Add(1)
+	if s.m != nil {
+		s.m.stale.Inc()
+	}
+	return s.cache.serve(w, r, e)
 }
 
 // maxEstimate is the Redis time of the costliest read the parameters

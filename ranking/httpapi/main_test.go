@@ -70,7 +70,13 @@ func fixture(t testing.TB, opts ...httpapi.Option) (*httptest.Server, *store.Sto
 // fixtureOn is fixture on the Redis of rdb.
 func fixtureOn(t testing.TB, rdb redis.UniversalClient, opts ...httpapi.Option) (*httptest.Server, *store.Store) {
 	t.Helper()
-	st, err := store.New(rdb, fixtureBoards(t), store.WithPrefix(testenv.Prefix(t)),
+	return fixtureAt(t, rdb, testenv.Prefix(t), opts...)
+}
+
+// fixtureAt is fixture on the Redis of rdb under prefix.
+func fixtureAt(t testing.TB, rdb redis.UniversalClient, prefix string, opts ...httpapi.Option) (*httptest.Server, *store.Store) {
+	t.Helper()
+	st, err := store.New(rdb, fixtureBoards(t), store.WithPrefix(prefix),
 		store.WithClock(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)

@@ -440,10 +440,10 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	// cache results (hit, miss, coalesced), pre-resolved for the hot path
-	hit, miss, coalesced prometheus.Counter
-	refused              *prometheus.CounterVec
-	redisTime            *prometheus.CounterVec
-	redisEstimated       *prometheus.CounterVec
+	hit, stale, miss, coalesced prometheus.Counter
+	refused                     *prometheus.CounterVec
+	redisTime                   *prometheus.CounterVec
+	redisEstimated              *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, s *server) *metrics {
@@ -467,8 +467,8 @@ func newMetrics(reg prometheus.Registerer, s *server) *metrics {
 	}
 	cache := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "rankd", Subsystem: "http", Name: "cache_requests_total",
-		Help: "Board reads per cache result: hit (served from memory), miss (read Redis), coalesced (waited for another request's read)."}, []string{"result"}))
-	m.hit, m.miss, m.coalesced = cache.WithLabelValues("hit"), cache.WithLabelValues("miss"), cache.WithLabelValues("coalesced")
+		Help: "Board reads per cache result: hit (served from memory), stale (served from memory, expired, while another request reads it again), miss (read Redis), coalesced (waited for another request's read)."}, []string{"result"}))
+	m.hit, m.stale, m.miss, m.coalesced = cache.WithLabelValues("hit"), cache.WithLabelValues("stale"), cache.WithLabelValues("miss"), cache.WithLabelValues("coalesced")
 	m.refused.WithLabelValues(codeOverloaded)
 	m.refused.WithLabelValues(codeTooExpensive)
 	return m

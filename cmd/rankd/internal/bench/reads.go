@@ -57,7 +57,9 @@ type ReadsRun struct {
 	OK          int64   `json:"ok_200"`
 	Refused     int64   `json:"refused_503"`
 	// Errors are other statuses, and connections that failed.
-	Errors  int64   `json:"errors"`
+	Errors int64 `json:"errors"`
+	// HitRate is the share of board reads served from memory (hit or
+	// stale, rankd_http_cache_requests_total).
 	HitRate float64 `json:"cache_hit_rate"`
 	// RedisUsPerRead is the Redis time per read, per route, as the cost
 	// model counts it from the commands the reads sent
@@ -311,7 +313,7 @@ func (e *env) readsRun(ctx context.Context, rs *runningStack, readAPI, readRedis
 	rtime1, _ := counterByLabel(g, "rankd_http_redis_seconds_total", "route")
 	r.Produced = round(float64(produced)/elapsed.Seconds(), 0)
 	r.Ingested = round((msgs1-msgs0)/elapsed.Seconds(), 0)
-	hits, total := cache1["hit"]-cache0["hit"], 0.0
+	hits, total := cache1["hit"]-cache0["hit"]+cache1["stale"]-cache0["stale"], 0.0
 	for k, v := range cache1 {
 		total += v - cache0[k]
 	}
