@@ -215,9 +215,11 @@ func (e *env) costOf(ctx context.Context, h http.Handler, reg *prometheus.Regist
 	return &CostRead{Count: k, EstimatedUs: per(est1[route] - est0[route]), ModelUs: per(mod1[route] - mod0[route]), RedisUs: per(redisCPU)}, nil
 }
 
-// deleteKeys deletes the keys matching pattern.
+// deleteKeys deletes the keys matching pattern, freeing their memory
+// before it returns (DEL: UNLINK would free it in the background, during
+// the next phase).
 func (e *env) deleteKeys(ctx context.Context, pattern string) error {
-	return e.scan(ctx, pattern, func(keys []string) error { return e.admin.Unlink(ctx, keys...).Err() })
+	return e.scan(ctx, pattern, func(keys []string) error { return e.admin.Del(ctx, keys...).Err() })
 }
 
 // Write prints the cost phase's table.
