@@ -205,6 +205,9 @@ func (w *worker) generation(ctx, gctx, hard context.Context, gen *kafka.Generati
 	defer recheck.Stop()
 	b := &batch{maxCount: w.cfg.BatchCount, maxBytes: w.cfg.BatchBytes}
 	for {
+		if len(f.ch) == 0 {
+			w.behind.Store(false) // nothing waits: caught up
+		}
 		woke := w.fill(lctx, f, b, recheck.C)
 		if len(b.msgs) > 0 {
 			w.behind.Store(b.full() || len(f.ch) >= cap(f.ch)/2)
