@@ -68,8 +68,8 @@ type budget struct {
 // newBudget returns the bucket of a share of one Redis core. It holds
 // budgetBurst seconds of it (at least minBurst): at the default share that
 // is more than the costliest read on a board of the assumed size
-// (maxEstimate, about 14 ms), a much smaller share refuses such reads 400
-// too_expensive.
+// (maxEstimate, 5.2 ms by the model), a share under about 0.02 refuses such
+// reads 400 too_expensive.
 func newBudget(share float64, now func() time.Time) *budget {
 	rate := share * 1e6
 	burst := max(rate*budgetBurst, minBurst)

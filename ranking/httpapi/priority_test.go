@@ -90,3 +90,14 @@ func TestGovernor(t *testing.T) {
 		t.Errorf("limit %v, want %v", limit(), 1.25*minRate)
 	}
 }
+
+// TestDefaultBudgetHoldsCostliestRead: at the default share the bucket
+// holds the estimate of the costliest read on a board of the assumed size,
+// so that no read is refused too_expensive by default.
+func TestDefaultBudgetHoldsCostliestRead(t *testing.T) {
+	s := &server{denseSteps: DefaultDenseBudget}
+	b := newBudget(DefaultRedisBudget, time.Now)
+	if est := s.maxEstimate(); est > b.burst || est < 1000 {
+		t.Errorf("costliest read estimated at %.0f µs, the default bucket holds %.0f", est, b.burst)
+	}
+}
