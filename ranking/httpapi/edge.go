@@ -97,6 +97,9 @@ func stripped(msg string) string {
 func (s *server) cachedRead(route string, body func(*http.Request) ([]byte, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if s.cache == nil {
+			if err := s.admit(r); err != nil {
+				return err
+			}
 			b, err := body(r)
 			if err != nil {
 				return err
@@ -112,7 +115,13 @@ func (s *server) cachedRead(route string, body func(*http.Request) ([]byte, erro
 		old, fresh := s.cache.get(key, s.clock().UnixNano(), s.storeNow())
 		switch {
 		case old == nil:
+			if err := s.admit(r); err != nil {
+				return err
+			}
 		case fresh:
+			if err := s.admit(r); err != nil {
+				return err
+			}
 			if s.m != nil {
 				s.m.hit.Inc()
 			}
@@ -120,10 +129,14 @@ func (s *server) cachedRead(route string, body func(*http.Request) ([]byte, erro
 			s.cache.serve(w, r, old)
 			return nil
 		case !old.refreshing.CompareAndSwap(false, true):
+			if err := s.admit(r); err != nil {
+				return err
+			}
 			s.serveStale(w, r, old) // another request reads it again
 			return nil
 		default:
-			// this request reads it again; the others get old meanwhile
+			// this request reads it again, without waiting for its turn;
+			// the others get old meanwhile
 			defer old.refreshing.Store(false) // the new entry replaces it, unless the read fails
 		}
 		// The flight includes the current period id: reads on each side

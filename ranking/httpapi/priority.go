@@ -22,7 +22,9 @@ import (
 // parked (it costs nothing), for its turn: its client, which sends its next
 // request after the answer, waits with it, so the requests that arrive
 // slow down too. A request that would wait more than maxAdmitWait is
-// answered 503 overloaded at once. Probes (/healthz, /readyz) and /metrics
+// answered 503 overloaded at once. The one request that reads an expired
+// cache entry again does not wait: at most one per entry and TTL, it keeps
+// the page every other reader is served fresh. Probes (/healthz, /readyz) and /metrics
 // are not the API's and never wait.
 
 const (
@@ -124,6 +126,16 @@ func (g *governor) adjust(now time.Time) {
 		limit *= 1.25
 	}
 	g.limit.Store(math.Float64bits(limit))
+}
+
+// admitted returns h after the request's admission (admit).
+func (s *server) admitted(h handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := s.admit(r); err != nil {
+			return err
+		}
+		return h(w, r)
+	}
 }
 
 // admit waits for the request's turn when the API yields to ingestion.

@@ -4,9 +4,15 @@ import (
 	"context"
 	"errors"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
 )
 
 // TestGovernor: the limit of responses started, tick by tick, with the
@@ -99,5 +105,60 @@ func TestDefaultBudgetHoldsCostliestRead(t *testing.T) {
 	b := newBudget(DefaultRedisBudget, time.Now)
 	if est := s.maxEstimate(); est > b.burst || est < 1000 {
 		t.Errorf("costliest read estimated at %.0f µs, the default bucket holds %.0f", est, b.burst)
+	}
+}
+
+// fakeStore serves one total board "t" with one member; the methods the
+// test does not reach are the nil interface's.
+type fakeStore struct {
+	Store
+	tops atomic.Int64
+}
+
+func (f *fakeStore) Boards() []*ranking.Board {
+	return []*ranking.Board{{Name: "t", Window: ranking.WindowTotal}}
+}
+
+func (f *fakeStore) ResolvePeriod(board, period string) (ranking.Period, error) {
+	return ranking.Period{ID: "all"}, nil
+}
+
+func (f *fakeStore) KnownDims(context.Context, string, []string) error { return nil }
+
+func (f *fakeStore) Top(context.Context, string, []string, string, int, store.RankMode) (store.Page, error) {
+	f.tops.Add(1)
+	return store.Page{Period: ranking.Period{ID: "all"}, Count: 1, Complete: true,
+		Entries: []store.Entry{{Rank: 1, Member: "m", Value: f.tops.Load()}}}, nil
+}
+
+// TestRefreshSkipsAdmission: while the API yields so much that any
+// request would wait more than 2 s (503 overloaded), the one request that
+// reads an expired entry again still goes through, without waiting; hits
+// and misses do not.
+func TestRefreshSkipsAdmission(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	fs := &fakeStore{}
+	h := New(fs, WithCache(time.Second, 1<<20), WithClock(func() time.Time { return now }), WithPriority(func() bool { return true }))
+	s := h.(*api).s
+	get := func(u string) (int, string) {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, u, nil))
+		return w.Code, w.Body.String()
+	}
+	if code, _ := get("/v1/boards/t/top"); code != 200 {
+		t.Fatalf("first read: %d", code)
+	}
+	// yield: a limit whose queue is full for the next hour
+	s.gov.limit.Store(math.Float64bits(minRate))
+	s.gov.next = now.Add(time.Hour)
+	s.gov.tickAt.Store(now.Add(time.Hour).UnixNano()) // no adjustment
+	for _, u := range []string{"/v1/boards/t/top", "/v1/boards/t/top?limit=5"} {
+		if code, body := get(u); code != 503 || !strings.Contains(body, `"code":"overloaded"`) {
+			t.Errorf("GET %s while yielding: %d %s, want 503 overloaded", u, code, body)
+		}
+	}
+	now = now.Add(time.Second) // the entry expires
+	if code, body := get("/v1/boards/t/top"); code != 200 || !strings.Contains(body, `"raw":2`) || fs.tops.Load() != 2 {
+		t.Errorf("reading the expired entry again: %d %s (%d reads), want 200 with the second read", code, body, fs.tops.Load())
 	}
 }

@@ -173,14 +173,14 @@ func New(st Store, opts ...Option) http.Handler {
 		s.routes[name] = s.m.route(name)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /v1/boards", s.route("boards", s.handleBoards))
+	mux.Handle("GET /v1/boards", s.route("boards", s.admitted(s.handleBoards)))
 	mux.Handle("GET /v1/boards/{board}/top", s.route("top", s.cachedRead("top", s.topBody)))
 	mux.Handle("GET /v1/boards/{board}/dims", s.route("dims", s.cachedRead("dims", s.dimsBody)))
-	mux.Handle("GET /v1/boards/{board}/standings", s.route("standings", s.handleStandings)) // standings.go
+	mux.Handle("GET /v1/boards/{board}/standings", s.route("standings", s.admitted(s.handleStandings))) // standings.go
 	mux.Handle("GET /v1/boards/{board}/members/{member}", s.route("member", s.cachedRead("member", s.memberBody)))
 	mux.Handle("GET /v1/boards/{board}/members/{member}/around", s.route("around", s.cachedRead("around", s.aroundBody)))
-	mux.Handle("GET /{$}", s.route("page", s.handlePage))
-	mux.Handle("/", s.route("other", s.handleOther))
+	mux.Handle("GET /{$}", s.route("page", s.admitted(s.handlePage)))
+	mux.Handle("/", s.route("other", s.admitted(s.handleOther)))
 	return &api{s: s, mux: mux}
 }
 
@@ -200,11 +200,7 @@ func (s *server) route(name string, h handlerFunc) http.Handler {
 		hdr := sw.Header()
 		hdr["Cache-Control"] = noStore
 		hdr["X-Content-Type-Options"] = nosniff
-		err := s.admit(r)
-		if err == nil {
-			err = h(sw, r)
-		}
-		if err != nil {
+		if err := h(sw, r); err != nil {
 			s.writeError(sw, r, err)
 		}
 		// counted before the response leaves, as when net/http wrote it
