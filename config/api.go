@@ -23,6 +23,9 @@ type API struct {
 	// ConcurrentReads bounds the reads whose Redis work runs at once;
 	// default 8.
 	ConcurrentReads int
+	// ConcurrentWrites bounds the responses written to their connections
+	// at once; default 0: twice GOMAXPROCS.
+	ConcurrentWrites int
 }
 
 // Defaults of the api section (the same as httpapi's).
@@ -43,10 +46,11 @@ func defaultAPI() API {
 // apiFields are the keys of the api section.
 func (l *loader) apiFields(a *API) map[string]field {
 	return map[string]field{
-		"cache_ttl":        l.duration(&a.CacheTTL),
-		"cache_max_bytes":  l.integer(&a.CacheMaxBytes),
-		"redis_budget":     l.float(&a.RedisBudget),
-		"concurrent_reads": l.integer(&a.ConcurrentReads),
+		"cache_ttl":         l.duration(&a.CacheTTL),
+		"cache_max_bytes":   l.integer(&a.CacheMaxBytes),
+		"redis_budget":      l.float(&a.RedisBudget),
+		"concurrent_reads":  l.integer(&a.ConcurrentReads),
+		"concurrent_writes": l.integer(&a.ConcurrentWrites),
 	}
 }
 
@@ -78,6 +82,9 @@ func (l *loader) validateAPI(c *Config) {
 	}
 	if a.ConcurrentReads < 1 {
 		l.errorf("api.concurrent_reads", "must be at least 1, got %d", a.ConcurrentReads)
+	}
+	if a.ConcurrentWrites < 0 {
+		l.errorf("api.concurrent_writes", "must be 0 (twice GOMAXPROCS) or positive, got %d", a.ConcurrentWrites)
 	}
 	if c.HTTP.MaxConns < 16 {
 		l.errorf("http.max_conns", "must be at least 16, got %d", c.HTTP.MaxConns)

@@ -188,6 +188,24 @@ func (c *Consumer) NotReady() error {
 	return nil
 }
 
+// Behind reports whether a worker's last batch was cut with messages
+// waiting: the batch was full (BatchCount or BatchBytes), or its reader's
+// queue held half its capacity or more; it ends when a worker finds its
+// queue empty before a batch. It means the consumer is short of time, not
+// of messages: what else runs in the process should yield (the read API
+// does, httpapi.WithPriority). It is false before the first batch.
+func (c *Consumer) Behind() bool {
+	c.mu.Lock()
+	ws := c.workers
+	c.mu.Unlock()
+	for _, w := range ws {
+		if w.behind.Load() {
+			return true
+		}
+	}
+	return false
+}
+
 // watchLag sets rankd_consumer_lag_messages every LagInterval until ctx is
 // done.
 func (c *Consumer) watchLag(ctx context.Context) {

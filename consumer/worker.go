@@ -29,6 +29,7 @@ type worker struct {
 	log      *slog.Logger
 	dlq      *DeadLetterWriter
 	joined   atomic.Bool
+	behind   atomic.Bool                   // the last batch left messages waiting (Consumer.Behind)
 	stop     context.Context               // Run's: done when the worker stops
 	gens     atomic.Int64                  // generations joined
 	progress *atomic.Int64                 // the consumer's time of the last successful commit (unix ns)
@@ -204,8 +205,12 @@ func (w *worker) generation(ctx, gctx, hard context.Context, gen *kafka.Generati
 	defer recheck.Stop()
 	b := &batch{maxCount: w.cfg.BatchCount, maxBytes: w.cfg.BatchBytes}
 	for {
+		if len(f.ch) == 0 {
+			w.behind.Store(false) // nothing waits: caught up
+		}
 		woke := w.fill(lctx, f, b, recheck.C)
 		if len(b.msgs) > 0 {
+			w.behind.Store(b.full() || len(f.ch) >= cap(f.ch)/2)
 			if err := w.process(lctx, hard, gen, f, b); err != nil {
 				return err
 			}

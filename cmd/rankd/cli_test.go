@@ -105,7 +105,7 @@ func TestExitCodesAndHelp(t *testing.T) {
 		{"version help", []string{"version", "--help"}, 0, `(?s)"rankd --version"\s+is the same.*Usage:\n  rankd version\n`, ""},
 		{"version extra argument", []string{"version", "now"}, 2, "", `unexpected argument "now"`},
 		{"bench unknown flag", []string{"bench", "--anything"}, 2, "", `unknown flag: --anything`},
-		{"bench unknown phase", []string{"bench", "--skip", "naive,warp"}, 2, "", `rankd bench: skip "warp": not a phase \(naive, seed, rankd, memory, replay, latency, rollover, reads\)`},
+		{"bench unknown phase", []string{"bench", "--skip", "naive,warp"}, 2, "", `rankd bench: skip "warp": not a phase \(naive, seed, rankd, memory, replay, latency, rollover, cost, reads\)`},
 		{"bench no events", []string{"bench", "--events", "0"}, 2, "", `rankd bench: --events, --rollover-members, --partitions, --workers and --batch must be at least 1`},
 		{"bench more naive events than events", []string{"bench", "--events", "10", "--naive-events", "20"}, 2, "", `rankd bench: naive events 20: at most the events \(10\)`},
 		{"bench help", []string{"bench", "--help"}, 0, `(?s)Usage:\n  rankd bench .*--events.*--json.*--cpuprofile`, ""},

@@ -16,6 +16,7 @@ import (
 	"github.com/rankd/rankd/internal/servers"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/bench"
+	"github.com/rankd/rankd/cmd/rankd/internal/loadgen"
 	"github.com/spf13/pflag"
 )
 
@@ -37,11 +38,16 @@ and runs, against the same servers:
   latency   event-to-visible latency (HTTP API) at half rankd's drain rate
   rollover  prefill of a rolling board of --rollover-members members, with
             the worst latency of a concurrent ZREVRANGE reader
+  cost      the Redis time of each kind of API read (top, member, around;
+            row and dense) on 200k- and 1M-member boards: estimated by the
+            budget, modelled from the work counted, measured (INFO cpu)
   reads     --read-clients clients reading a 1M-member board (top-20 only,
             then a mix of top, member, around, dims) while ingestion runs at
             --read-rate events/s: reads/s, latency, cache hit rate, Redis
             time per read, ingestion rate with and without readers,
-            event-to-visible p99 through the API
+            event-to-visible p99 in Redis and through the API. The clients
+            run in a child process (this binary again), one keep-alive
+            connection each
 
 It prints one table on stdout (--json FILE: also as JSON) and a progress
 line on stderr. The default run takes about two minutes; run it on an
@@ -52,7 +58,8 @@ benchmark's topics (gift, like, comment, their naive- copies) with messages.
 Examples:
   rankd bench
   rankd bench --events 200000 --skip rollover,latency --json bench.json
-  rankd bench --cpuprofile rankd.pprof     # then: go tool pprof -top rankd.pprof`
+  rankd bench --cpuprofile rankd.pprof     # then: go tool pprof -top rankd.pprof
+  rankd bench --events 200000 --skip naive,seed,replay,latency,rollover --reads-cpuprofile reads.pprof`
 
 // benchSpec is `rankd bench` (cmd_bench_nodev.go without dev tooling).
 var benchSpec = cli.Spec{Use: "bench [--events N] [--json FILE] [flags]", Short: "measure drain rate, Redis cost, latency, replay and rollover on this machine",
@@ -78,9 +85,11 @@ func benchFlags(fs *pflag.FlagSet, adjust func(*bench.Options)) cli.RunFunc {
 	fs.IntVar(&o.ReadClients, "read-clients", 1000, "`clients` of the reads phase")
 	fs.Float64Var(&o.ReadRate, "read-rate", 20000, "ingestion `rate` (events/s) of the reads phase")
 	fs.DurationVar(&o.ReadDuration, "read-duration", 20*time.Second, "how long each run of the reads phase lasts")
+	fs.IntVar(&o.ReadWrites, "read-concurrent-writes", 0, "rankd's api.concurrent_writes (`n` responses written at once; 0: twice GOMAXPROCS)")
 	skip := fs.String("skip", "", "comma-separated `phases` not to run: "+strings.Join(bench.Phases, ", "))
 	fs.StringVar(&o.JSON, "json", "", "write the results as JSON to `file`")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write the CPU profile of the rankd drain to `file`")
+	fs.StringVar(&o.ReadsCPUProfile, "reads-cpuprofile", "", "write the CPU profile of rankd serving the reads phase's top-20 readers to `file`")
 	var lf cli.LogFlags
 	lf.Register(fs, "text", "warn")
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -105,6 +114,11 @@ func benchFlags(fs *pflag.FlagSet, adjust func(*bench.Options)) cli.RunFunc {
 	}
 }
 
-// child runs this process as the broker of a `rankd bench` that started it
-// (servers.Child).
-func child() (int, bool) { return servers.Child(nil) }
+// child runs this process as the broker or the load generator of a
+// `rankd bench` that started it (servers.Child, loadgen.Child).
+func child() (int, bool) {
+	if code, ok := servers.Child(nil); ok {
+		return code, true
+	}
+	return loadgen.Child()
+}

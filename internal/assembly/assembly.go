@@ -150,7 +150,9 @@ func New(cfg *config.Config, log *slog.Logger, tune Tuning) (*Stack, error) {
 		_ = rdb.Close()
 		return nil, err
 	}
-	api := httpapi.New(st, append([]httpapi.Option{httpapi.WithRegisterer(reg), httpapi.WithLogger(log)}, apiOptions(cfg.API)...)...)
+	// the API yields to the consumer when it falls behind
+	api := httpapi.New(st, append([]httpapi.Option{httpapi.WithRegisterer(reg), httpapi.WithLogger(log), httpapi.WithPriority(cons.Behind)},
+		apiOptions(cfg.API)...)...)
 	metrics := GetOnly(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	// /readyz answers from the last background ping, never waiting for Redis
 	check := httpapi.NewBackgroundPing(&quietPinger{p: st, name: "redis", log: log}, httpapi.DefaultPingEvery, httpapi.DefaultPingTimeout)
@@ -304,9 +306,12 @@ func (s *Stack) runStandings(ctx context.Context) error {
 
 // apiOptions are the read API's options of cfg's api section: the response
 // cache, the Redis-time budget (which replaces the fixed rate of expensive
-// reads) and the bound on concurrent reads.
+// reads), the bound on concurrent reads and that on concurrent writes.
 func apiOptions(a config.API) []httpapi.Option {
 	opts := []httpapi.Option{httpapi.WithCache(a.CacheTTL, a.CacheMaxBytes), httpapi.WithConcurrentReads(a.ConcurrentReads)}
+	if a.ConcurrentWrites > 0 {
+		opts = append(opts, httpapi.WithServingLimit(a.ConcurrentWrites))
+	}
 	if a.RedisBudget > 0 {
 		opts = append(opts, httpapi.WithRedisBudget(a.RedisBudget), httpapi.WithExpensiveRate(0))
 	}

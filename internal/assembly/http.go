@@ -24,11 +24,13 @@ import (
 // and /readyz stay open (probes), on both servers. Request bodies are
 // refused (nothing reads one), headers are capped at
 // http.max_header_bytes and every phase of a request has its timeout.
+// Cache hits of the API are served before the server's routing (with the
+// same token check): routing would send them to the API.
 func newHTTPServers(h config.HTTP, log *slog.Logger, api, metrics, health, ready http.Handler) (srv, msrv *http.Server) {
 	auth := func(next http.Handler) http.Handler { return secure.Bearer(h.Token, next) }
-	newServer := func(mux *http.ServeMux) *http.Server {
+	newServer := func(root http.Handler) *http.Server {
 		return &http.Server{
-			Handler:           secure.NoBody(mux),
+			Handler:           secure.NoBody(root),
 			ReadHeaderTimeout: h.ReadHeaderTimeout,
 			ReadTimeout:       h.ReadTimeout,
 			WriteTimeout:      h.WriteTimeout,
@@ -42,15 +44,25 @@ func newHTTPServers(h config.HTTP, log *slog.Logger, api, metrics, health, ready
 	mux.Handle("/v1/", auth(api))
 	mux.Handle("/healthz", health)
 	mux.Handle("/readyz", ready)
+	root := http.Handler(mux)
+	if cs, ok := api.(httpapi.CachedServer); ok {
+		authorized := secure.BearerCheck(h.Token)
+		root = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if (authorized == nil || authorized(r)) && cs.ServeCached(w, r) {
+				return
+			}
+			mux.ServeHTTP(w, r)
+		})
+	}
 	if h.MetricsListen == "" {
 		mux.Handle("/metrics", auth(metrics))
-		return newServer(mux), nil
+		return newServer(root), nil
 	}
 	mmux := http.NewServeMux()
 	mmux.Handle("/metrics", auth(metrics))
 	mmux.Handle("/healthz", health)
 	mmux.Handle("/readyz", ready)
-	return newServer(mux), newServer(mmux)
+	return newServer(root), newServer(mmux)
 }
 
 // quietPinger is the readiness check of a dependency whose errors name

@@ -125,21 +125,12 @@ func (m mechanism) Start(ctx context.Context) (sasl.StateMachine, []byte, error)
 // is answered 401 with a JSON error and WWW-Authenticate. An empty token
 // returns h.
 func Bearer(token config.Secret, h http.Handler) http.Handler {
-	if token == "" {
+	ok := BearerCheck(token)
+	if ok == nil {
 		return h
 	}
-	want := sha256.Sum256([]byte(token.Value()))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		auth := r.Header.Get("Authorization")
-		ok := len(auth) > len("Bearer ") && strings.EqualFold(auth[:len("Bearer ")], "Bearer ")
-		got := ""
-		if ok {
-			got = strings.TrimSpace(auth[len("Bearer "):])
-		}
-		// Hashing first makes the comparison constant-time in the length
-		// of the token too.
-		sum := sha256.Sum256([]byte(got))
-		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+		if !ok(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="rankd"`)
 			w.Header().Set("Content-Type", "application/json; charset=utf-8")
 			w.Header().Set("Cache-Control", "no-store")
@@ -149,6 +140,27 @@ func Bearer(token config.Secret, h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// BearerCheck returns Bearer's check: whether a request carries the
+// token. An empty token returns nil: no check.
+func BearerCheck(token config.Secret) func(*http.Request) bool {
+	if token == "" {
+		return nil
+	}
+	want := sha256.Sum256([]byte(token.Value()))
+	return func(r *http.Request) bool {
+		auth := r.Header.Get("Authorization")
+		ok := len(auth) > len("Bearer ") && strings.EqualFold(auth[:len("Bearer ")], "Bearer ")
+		got := ""
+		if ok {
+			got = strings.TrimSpace(auth[len("Bearer "):])
+		}
+		// Hashing first makes the comparison constant-time in the length
+		// of the token too.
+		sum := sha256.Sum256([]byte(got))
+		return subtle.ConstantTimeCompare(sum[:], want[:]) == 1 && ok
+	}
 }
 
 // NoBody wraps h: a request with a body (the API and /metrics read none)

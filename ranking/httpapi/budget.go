@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/store"
 )
 
@@ -58,7 +59,7 @@ type budget struct {
 	burst  float64 // µs
 	tokens float64
 	last   time.Time
-	model  store.CostModel
+	now    func() time.Time
 
 	refused, tooExpensive atomic.Int64
 	charged               atomic.Int64 // µs, corrected
@@ -67,12 +68,12 @@ type budget struct {
 // newBudget returns the bucket of a share of one Redis core. It holds
 // budgetBurst seconds of it (at least minBurst): at the default share that
 // is more than the costliest read on a board of the assumed size
-// (maxEstimate, about 14 ms), a much smaller share refuses such reads 400
-// too_expensive.
-func newBudget(share float64) *budget {
+// (maxEstimate, 5.2 ms by the model), a share under about 0.02 refuses such
+// reads 400 too_expensive.
+func newBudget(share float64, now func() time.Time) *budget {
 	rate := share * 1e6
 	burst := max(rate*budgetBurst, minBurst)
-	return &budget{rate: rate, burst: burst, tokens: burst, last: time.Now(), model: store.DefaultCostModel}
+	return &budget{rate: rate, burst: burst, tokens: burst, last: now(), now: now}
 }
 
 // take charges an estimate of us µs, or returns the refusal.
@@ -84,7 +85,7 @@ func (b *budget) take(us float64) error {
 				"ask for less (a smaller limit or n, rank=row or competition, trend=0)", us/1e3, b.burst/1e3)}
 	}
 	b.mu.Lock()
-	now := time.Now()
+	now := b.now()
 	b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
 	b.last = now
 	if b.tokens < us {
@@ -142,27 +143,45 @@ func (s *sizes) of(board string) int64 {
 }
 
 // Estimates of the routes' Redis work (see store's query code for the
-// commands each sends).
+// commands each sends; TestEstimates compares them with what reads send).
 
-// pageCost is a page read of rows entries (MULTI, ZRANGE, ZCARD, EXEC,
-// with HLEN on keep_top boards; the dims check's SISMEMBER).
-func pageCost(rows int) store.Counts {
-	return store.Counts{Commands: 6, Elements: 2 * int64(rows)}
+// boardCost is what a read of b sends besides its own commands: the dims
+// check's SISMEMBER on a board with dims, the rollover state's HMGET on a
+// rolling board.
+func boardCost(b *ranking.Board) store.Counts {
+	var c store.Counts
+	if len(b.Dims) > 0 {
+		c = plus(c, store.Counts{RoundTrips: 1, Commands: 1})
+	}
+	if b.Window == ranking.WindowRolling {
+		c = plus(c, store.Counts{RoundTrips: 1, Commands: 1, Elements: 2})
+	}
+	return c
 }
 
-// trendCost is the previous ranks of rows entries in mode.
+// pageCost is a page read of rows entries: MULTI, ZRANGE, ZCARD, EXEC
+// (with HLEN on keep_top boards) in one round trip.
+func pageCost(rows int) store.Counts {
+	return store.Counts{RoundTrips: 1, Commands: 5, Elements: 2 * int64(rows)}
+}
+
+// trendCost is the previous ranks of rows entries in mode: a pipeline of
+// ZREVRANKs (row); ZMSCORE, then a pipeline of ZCOUNTs (competition);
+// ZMSCORE, a ZCOUNT and a ZRANGE, then the walk's script with at most the
+// dense budget of steps (dense).
 func (s *server) trendCost(rows int, mode store.RankMode) store.Counts {
 	switch mode {
 	case store.RankRow:
-		return store.Counts{Commands: int64(rows)}
+		return store.Counts{RoundTrips: 1, Commands: int64(rows)}
 	case store.RankCompetition:
-		return store.Counts{Commands: 1 + int64(rows), Elements: int64(rows)}
+		return store.Counts{RoundTrips: 2, Commands: 1 + int64(rows), Elements: int64(rows)}
 	}
-	return store.Counts{Commands: 3, Elements: 2 * int64(rows), DenseSteps: int64(s.denseSteps)}
+	return store.Counts{RoundTrips: 3, Commands: 4, Elements: 2*int64(rows) + 4, DenseSteps: int64(s.denseSteps)}
 }
 
 func plus(a, b store.Counts) store.Counts {
-	return store.Counts{Commands: a.Commands + b.Commands, Elements: a.Elements + b.Elements, DenseSteps: a.DenseSteps + b.DenseSteps}
+	return store.Counts{RoundTrips: a.RoundTrips + b.RoundTrips, Commands: a.Commands + b.Commands,
+		Elements: a.Elements + b.Elements, DenseSteps: a.DenseSteps + b.DenseSteps}
 }
 
 // retryAfter is the Retry-After of a 503.

@@ -15,14 +15,26 @@ import (
 )
 
 // The response cache. Reads of boards (/top, /members/{m}, /around, /dims)
-// are answered from pre-rendered bytes kept per request: the board, the
-// raw query (dims, period, limit or percent, n, rank, trend, ...) and the
-// period "current" stands for now, so that a new period never serves the
-// last one's page. An entry is read from Redis at most once per TTL:
-// concurrent misses of one entry wait for a single read (singleflight). So
-// a reader sees the board as it was at most TTL plus one read's duration
-// ago; through a browser or a CDN honouring Cache-Control, at most twice
-// the TTL.
+// are answered from pre-rendered bytes kept per request: the escaped path
+// (board, route, member) and the raw query (dims, period, limit or
+// percent, n, rank, trend, ...). An entry is read from Redis at most once
+// per TTL: concurrent misses of one entry wait for a single read
+// (singleflight). Once an entry has expired, the first request to find it
+// reads it again and waits for the read; those that come while it reads
+// are served the expired entry at once, as the pages their clients last
+// saw ("stale"), instead of waiting all for the same read. An entry
+// is never served past the end of the board's period that was current when
+// it was read, so that a new period never serves the last one's page
+// ("current" and "previous" move on at once). So a reader sees the board
+// as it was at most TTL plus one read's duration ago; through a browser or
+// a CDN honouring Cache-Control, at most twice the TTL plus that.
+//
+// A hit is served before any routing (api.ServeHTTP): one map look-up on
+// the request's path and query as they came, and the entry's bytes and
+// headers, prepared when it was stored, written as they are. The path is
+// the escaped one: the routes are a function of it (ServeMux matches
+// escaped segments), so equal keys are the same route with the same
+// parameters.
 //
 // Memory is bounded: the bytes of the entries (body, key and a fixed
 // overhead each) stay below the limit, split over cacheShards shards, each
@@ -49,20 +61,34 @@ func WithCache(ttl time.Duration, maxBytes int) Option {
 	return func(c *config) { c.cacheTTL, c.cacheBytes = ttl, maxBytes }
 }
 
-// cached is one rendered response.
-type cached struct {
-	key     string
-	body    []byte
-	etag    string
-	expires int64 // unix ns
-	elem    *list.Element
+// cacheKey is what a cached response is kept under: the request's
+// escaped path and raw query.
+type cacheKey struct {
+	path, query string
 }
 
-func (e *cached) size() int { return len(e.key) + len(e.body) + entryOverhead }
+// cached is one rendered response, with the values of its headers.
+type cached struct {
+	key     cacheKey
+	body    []byte
+	etag    []string // ETag
+	length  []string // Content-Length
+	expires int64    // unix ns
+	// periodEnd is the end of the board's period that was current when
+	// the entry was read, in unix ns of the store's clock (0: none)
+	periodEnd int64
+	route     *routeMetrics
+	elem      *list.Element
+	// refreshing is set while a request reads the entry again, once it
+	// expired: meanwhile the others are served this one (stale)
+	refreshing atomic.Bool
+}
+
+func (e *cached) size() int { return len(e.key.path) + len(e.key.query) + len(e.body) + entryOverhead }
 
 type cacheShard struct {
 	mu    sync.Mutex
-	m     map[string]*cached
+	m     map[cacheKey]*cached
 	lru   list.List // front: most recently used
 	bytes int
 	_     [40]byte // keep shards on separate cache lines
@@ -71,58 +97,65 @@ type cacheShard struct {
 // respCache is the response cache.
 type respCache struct {
 	ttl      time.Duration
-	maxAge   string // Cache-Control value
+	maxAge   []string // Cache-Control
 	perShard int
 	seed     maphash.Seed
 	shards   [cacheShards]cacheShard
 	flight   singleflight.Group
 
-	hits, misses, coalesced, evictions atomic.Int64
+	hits, stale, misses, coalesced, evictions atomic.Int64
 }
 
 func newRespCache(ttl time.Duration, maxBytes int) *respCache {
 	c := &respCache{ttl: ttl, perShard: max(maxBytes/cacheShards, 1), seed: maphash.MakeSeed(),
-		maxAge: "max-age=" + strconv.Itoa(int(ttl/time.Second))}
+		maxAge: []string{"max-age=" + strconv.Itoa(int(ttl/time.Second))}}
 	for i := range c.shards {
-		c.shards[i].m = map[string]*cached{}
+		c.shards[i].m = map[cacheKey]*cached{}
 	}
 	return c
 }
 
-func (c *respCache) shard(key string) *cacheShard {
-	return &c.shards[maphash.String(c.seed, key)%cacheShards]
+func (c *respCache) shard(k cacheKey) *cacheShard {
+	return &c.shards[(maphash.String(c.seed, k.path)^maphash.String(c.seed, k.query))%cacheShards]
 }
 
-// get returns the fresh entry of key, or nil.
-func (c *respCache) get(key string, now int64) *cached {
-	sh := c.shard(key)
+// get returns the entry of k unless its period has ended at storeNow
+// (unix ns of the store's clock), and whether it is fresh at now (unix
+// ns); nil when there is none.
+func (c *respCache) get(k cacheKey, now, storeNow int64) (e *cached, fresh bool) {
+	sh := c.shard(k)
 	sh.mu.Lock()
-	e := sh.m[key]
-	if e != nil && e.expires > now {
-		sh.lru.MoveToFront(e.elem)
+	e = sh.m[k]
+	if e == nil || (e.periodEnd != 0 && e.periodEnd <= storeNow) {
 		sh.mu.Unlock()
-		return e
+		return nil, false
+	}
+	if sh.lru.Front() != e.elem {
+		sh.lru.MoveToFront(e.elem)
 	}
 	sh.mu.Unlock()
-	return nil
+	return e, e.expires > now
 }
 
-// put stores a rendered body under key and returns its entry; entries
-// larger than a shard's share are returned without being kept.
-func (c *respCache) put(key string, body []byte, now int64) *cached {
-	e := &cached{key: key, body: body, etag: etag(body), expires: now + int64(c.ttl)}
+// put stores a rendered body of route under k and returns its entry,
+// fresh until now plus the TTL (unix ns) and the end of its period
+// (periodEnd, unix ns of the store's clock; 0: none); entries larger than
+// a shard's share are returned without being kept.
+func (c *respCache) put(k cacheKey, body []byte, now, periodEnd int64, route *routeMetrics) *cached {
+	e := &cached{key: k, body: body, etag: []string{etag(body)}, length: []string{strconv.Itoa(len(body))},
+		expires: now + int64(c.ttl), periodEnd: periodEnd, route: route}
 	if e.size() > c.perShard {
 		return e
 	}
-	sh := c.shard(key)
+	sh := c.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if old := sh.m[key]; old != nil {
+	if old := sh.m[k]; old != nil {
 		sh.lru.Remove(old.elem)
 		sh.bytes -= old.size()
 	}
 	e.elem = sh.lru.PushFront(e)
-	sh.m[key] = e
+	sh.m[k] = e
 	sh.bytes += e.size()
 	for sh.bytes > c.perShard {
 		last := sh.lru.Back()
@@ -135,18 +168,6 @@ func (c *respCache) put(key string, body []byte, now int64) *cached {
 	return e
 }
 
-// stats returns the entries and bytes held.
-func (c *respCache) stats() (entries, bytes int) {
-	for i := range c.shards {
-		sh := &c.shards[i]
-		sh.mu.Lock()
-		entries += len(sh.m)
-		bytes += sh.bytes
-		sh.mu.Unlock()
-	}
-	return entries, bytes
-}
-
 // etag is the strong ETag of a body: its FNV-1a 64 hash.
 func etag(body []byte) string {
 	h := fnv.New64a()
@@ -155,21 +176,28 @@ func etag(body []byte) string {
 }
 
 // serve writes a cached entry: 304 when the client holds it (If-None-Match),
-// else the body.
-func (c *respCache) serve(w http.ResponseWriter, r *http.Request, e *cached) {
+// else the body; it returns the status.
+func (c *respCache) serve(w http.ResponseWriter, r *http.Request, e *cached) int {
 	h := w.Header()
-	h["Cache-Control"] = []string{c.maxAge}
-	h["Etag"] = []string{e.etag}
-	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, e.etag) {
+	h["Cache-Control"] = c.maxAge
+	h["X-Content-Type-Options"] = nosniff
+	h["Etag"] = e.etag
+	if inm := r.Header["If-None-Match"]; len(inm) > 0 && etagMatch(inm[0], e.etag[0]) {
 		w.WriteHeader(http.StatusNotModified)
-		return
+		return http.StatusNotModified
 	}
 	h["Content-Type"] = jsonType
-	h["Content-Length"] = []string{strconv.Itoa(len(e.body))}
+	h["Content-Length"] = e.length
 	_, _ = w.Write(e.body)
+	return http.StatusOK
 }
 
-var jsonType = []string{"application/json; charset=utf-8"}
+// Header values shared by every response: slices whose length is their
+// capacity, so that an append makes a copy.
+var (
+	jsonType = []string{"application/json; charset=utf-8"}
+	nosniff  = []string{"nosniff"}
+)
 
 // etagMatch reports whether an If-None-Match header names tag (weak
 // comparison, as RFC 9110 asks for If-None-Match).

@@ -48,9 +48,13 @@ func (s *server) dimsBody(r *http.Request) ([]byte, error) {
 	}
 	var pg store.DimsPage
 	var final bool
-	// up to 20 SSCANs and a ZCARD (and HLEN) per value looked at
-	scan := min(store.MaxDimsScan, limit+2*100)
-	est := store.Counts{Commands: 20 + 2*int64(scan), Elements: int64(scan)}
+	// an SSCAN (COUNT 100) per batch of registry values, then a pipeline
+	// of a ZCARD (and HLEN) per value looked at: about limit plus two
+	// batches on a registry of that size or more (the registry's size is
+	// not known before)
+	scan := int64(min(store.MaxDimsScan, limit+2*100))
+	batches := (scan + 99) / 100
+	est := store.Counts{RoundTrips: 2 * batches, Commands: batches + scan, Elements: 2 * scan}
 	err = s.read(r, "dims", false, estimate{c: est, board: b.Name}, func(ctx context.Context) error {
 		var err error
 		if pg, err = s.store.ListDims(ctx, b.Name, period, cursor, limit); err != nil {

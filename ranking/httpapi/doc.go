@@ -3,7 +3,8 @@
 // by the server from the same cached /top read, refreshed by a little JS;
 // URL parameters board, period and dims; times in the board's zone).
 //
-// Routes (all GET; responses carry Cache-Control: no-store):
+// Routes (all GET or HEAD; responses carry Cache-Control: no-store, except
+// the board reads the cache serves, WithCache: max-age of its TTL):
 //
 //	/v1/boards                                   declared boards, current and previous period ids
 //	/v1/boards/{board}/dims                      the board's dims values with members in a period, paged
@@ -113,8 +114,12 @@
 //     request is refused with 400 too_expensive.
 //
 // That is at most about 1,030 Redis commands (counting those run inside
-// scripts), each O(log n) or reading at most 1,001 entries: about 5 ms of
-// Redis time on a 1M-member board. The one exception is the rollover of a
+// scripts), each O(log n) or reading at most 1,001 entries. The costliest
+// read, a page of 1,000 with dense previous ranks (/top?limit=1000&
+// rank=dense&trend=1), cost 6.3-9.5 ms of Redis CPU on boards of 200k and
+// 1M members in `rankd bench`'s cost phase on a 2-core machine (the cost
+// model says 4.5-4.7 ms of the work it counts, the estimate up front 5.1-5.2
+// ms); a top 20 costs 30-40 µs, a member 85-130 µs. The one exception is the rollover of a
 // rolling board that a read of a started period completes when the timer is
 // late (chunks of 250 members, about 1 ms each); it is cut by the timeout
 // like any other work and resumes where it stopped at the next read.
@@ -127,6 +132,18 @@
 // are served at most 2 at a time
 // (WithExpensiveLimit); one that finds no slot within 100 ms is answered
 // 503 overloaded. Both 503s carry Retry-After: 1.
+//
+// # Serving under load
+//
+// A cache hit is served before any routing (CachedServer), from bytes and
+// header values prepared when the entry was stored: about 0.3 µs of the
+// handler's own work, no allocation (BenchmarkCachedRead); the rest of
+// what a hit costs the process is net/http's parsing and header writing
+// and the two system calls (see the README's benchmarks). At most
+// WithServingLimit responses (twice GOMAXPROCS) are written to their
+// connections at once; with WithPriority the API slows the responses it
+// starts while the consumer is behind, so that readers never take the
+// consumer's CPU (priority.go).
 //
 // # Errors
 //

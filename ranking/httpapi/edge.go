@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
+	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/store"
 )
 
@@ -89,10 +91,15 @@ func stripped(msg string) string {
 }
 
 // cachedRead serves a board read through the response cache (cache.go),
-// or, without one, renders it for every request.
+// or, without one, renders it for every request. A hit is usually served
+// by serveHit before any routing; one found here (an entry stored
+// meanwhile) is served the same way.
 func (s *server) cachedRead(route string, body func(*http.Request) ([]byte, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if s.cache == nil {
+			if err := s.admit(r); err != nil {
+				return err
+			}
 			b, err := body(r)
 			if err != nil {
 				return err
@@ -113,6 +120,9 @@ func (s *server) cachedRead(route string, body func(*http.Request) ([]byte, erro
 // cache when there is one (the HTML page reads the board this way).
 func (s *server) readBody(route string, body func(*http.Request) ([]byte, error), r *http.Request) ([]byte, error) {
 	if s.cache == nil {
+		if err := s.admit(r); err != nil {
+			return nil, err
+		}
 		return body(r)
 	}
 	e, err := s.cachedEntry(route, body, r)
@@ -122,26 +132,48 @@ func (s *server) readBody(route string, body func(*http.Request) ([]byte, error)
 	return e.body, nil
 }
 
-// cachedEntry returns the fresh cache entry of a board read, reading it
-// once for all the requests that miss it at the same time.
+// cachedEntry returns the cache entry of a board read: a fresh one; an
+// expired one while another request reads it again (stale); or the one
+// this request reads, once for all the requests that miss it at the same
+// time. Requests are admitted (the API's yielding) except the one that
+// reads an expired entry again.
 func (s *server) cachedEntry(route string, body func(*http.Request) ([]byte, error), r *http.Request) (*cached, error) {
 	cur, err := s.store.ResolvePeriod(r.PathValue("board"), "current")
 	if err != nil {
 		return nil, unknownBoard(r.PathValue("board"))
 	}
-	// The path holds the board (and member); the raw query every
-	// parameter; the current period id makes "current" and
-	// "previous" move on at the period's end.
-	key := route + "\x00" + r.URL.Path + "\x00" + r.URL.RawQuery + "\x00" + cur.ID
-	if e := s.cache.get(key, time.Now().UnixNano()); e != nil {
+	key := cacheKey{path: r.URL.EscapedPath(), query: r.URL.RawQuery}
+	old, fresh := s.cache.get(key, s.clock().UnixNano(), s.storeNow())
+	switch {
+	case old == nil:
+		if err := s.admit(r); err != nil {
+			return nil, err
+		}
+	case fresh:
+		if err := s.admit(r); err != nil {
+			return nil, err
+		}
 		if s.m != nil {
 			s.m.hit.Inc()
 		}
 		s.cache.hits.Add(1)
-		return e, nil
+		return old, nil
+	case !old.refreshing.CompareAndSwap(false, true):
+		if err := s.admit(r); err != nil {
+			return nil, err
+		}
+		s.countStale() // another request reads it again
+		return old, nil
+	default:
+		// this request reads it again, without waiting for its turn;
+		// the others get old meanwhile
+		defer old.refreshing.Store(false) // the new entry replaces it, unless the read fails
 	}
+	// The flight includes the current period id: reads on each side
+	// of a period's end are not the same read.
+	flight := key.path + "?" + key.query + "\x00" + cur.ID
 	led := false
-	v, err, _ := s.cache.flight.Do(key, func() (any, error) {
+	v, err, _ := s.cache.flight.Do(flight, func() (any, error) {
 		led = true
 		// one request reads for all who wait: its client leaving must
 		// not fail theirs (the read's own timeout still applies)
@@ -149,7 +181,7 @@ func (s *server) cachedEntry(route string, body func(*http.Request) ([]byte, err
 		if err != nil {
 			return nil, err
 		}
-		return s.cache.put(key, b, time.Now().UnixNano()), nil
+		return s.cache.put(key, b, s.clock().UnixNano(), periodEnd(cur), s.routes[route]), nil
 	})
 	switch {
 	case led:
@@ -167,6 +199,77 @@ func (s *server) cachedEntry(route string, body func(*http.Request) ([]byte, err
 		return nil, err
 	}
 	return v.(*cached), nil
+}
+
+// periodEnd is the end of p in unix ns of the store's clock, 0 for none
+// (the total boards' period "all" ends in 9999).
+func periodEnd(p ranking.Period) int64 {
+	if p.End.IsZero() || !p.End.Before(maxNano) {
+		return 0
+	}
+	return p.End.UnixNano()
+}
+
+var maxNano = time.Unix(0, math.MaxInt64)
+
+// storeNow is the store's clock, the one periods end by, in unix ns.
+func (s *server) storeNow() int64 {
+	if s.storeClock != nil {
+		return s.storeClock.Now().UnixNano()
+	}
+	return s.clock().UnixNano()
+}
+
+// serveHit serves GET and HEAD requests whose response the cache holds,
+// fresh, and reports whether it did. It is the whole of a hit: no routing,
+// no parsing, no allocation but net/http's own; its metrics are those the
+// route would count (pre-resolved per route).
+func (s *server) serveHit(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	start := s.clock()
+	e, fresh := s.cache.get(cacheKey{path: r.URL.EscapedPath(), query: r.URL.RawQuery}, start.UnixNano(), s.storeNow())
+	if e == nil || (!fresh && !e.refreshing.Load()) {
+		return false // the route reads it
+	}
+	if s.gov != nil {
+		if s.gov.admit(r.Context(), start) != nil {
+			return false // the route answers (overloaded, or the client left)
+		}
+		if e, fresh = s.cache.get(e.key, s.clock().UnixNano(), s.storeNow()); e == nil || (!fresh && !e.refreshing.Load()) {
+			return false // expired while it waited: the route reads it again
+		}
+	}
+	var status int
+	if fresh {
+		s.cache.hits.Add(1)
+		status = s.cache.serve(w, r, e)
+		if s.m != nil {
+			s.m.hit.Inc()
+		}
+	} else {
+		status = s.serveStale(w, r, e)
+	}
+	if s.m != nil {
+		e.route.served(status, s.clock().Sub(start))
+	}
+	s.flush(w, r)
+	return true
+}
+
+// serveStale serves an expired entry that another request reads again.
+func (s *server) serveStale(w http.ResponseWriter, r *http.Request, e *cached) int {
+	s.countStale()
+	return s.cache.serve(w, r, e)
+}
+
+// countStale counts a response from an expired entry.
+func (s *server) countStale() {
+	s.cache.stale.Add(1)
+	if s.m != nil {
+		s.m.stale.Inc()
+	}
 }
 
 // maxEstimate is the Redis time of the costliest read the parameters

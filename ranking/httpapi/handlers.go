@@ -109,13 +109,16 @@ func (s *server) topBody(r *http.Request) ([]byte, error) {
 		return nil, err
 	}
 	rows := limit
-	est := pageCost(limit)
 	if percent > 0 {
 		rows = store.MaxLimit // not known before the count is read
-		est = plus(pageCost(int(min(store.PercentRows(s.sizes.of(q.b.Name), percent), store.MaxLimit))), store.Counts{Commands: 3})
+		limit = int(min(store.PercentRows(s.sizes.of(q.b.Name), percent), store.MaxLimit))
+	}
+	est := plus(pageCost(limit), boardCost(q.b))
+	if percent > 0 {
+		est = plus(est, store.Counts{RoundTrips: 1, Commands: 4}) // the count first: MULTI, ZCARD, (HLEN,) EXEC
 	}
 	if q.trend && q.b.Window != ranking.WindowTotal {
-		est = plus(est, s.trendCost(min(rows, int(est.Elements/2)), q.mode))
+		est = plus(est, s.trendCost(min(rows, limit), q.mode))
 	}
 	var res pageResult
 	err = s.read(r, "top", q.expensive(rows, false), estimate{c: est, board: q.b.Name}, func(ctx context.Context) error {
@@ -221,12 +224,15 @@ func (s *server) aroundBody(r *http.Request) ([]byte, error) {
 		return nil, err
 	}
 	member := r.PathValue("member")
-	est := plus(pageCost(2*n+1), store.Counts{Commands: 1})
+	// the member's position and the set's size in one MULTI, then the
+	// page's ZRANGE; the first entry's rank with rank=competition (one
+	// ZCOUNT) or rank=dense (a walk of at most half the dense budget)
+	est := plus(plus(pageCost(2*n+1), boardCost(q.b)), store.Counts{RoundTrips: 1, Commands: 1})
 	switch q.mode {
 	case store.RankCompetition:
-		est.Commands++
+		est = plus(est, store.Counts{RoundTrips: 1, Commands: 1})
 	case store.RankDense:
-		est = plus(est, store.Counts{Commands: 1, DenseSteps: int64(s.denseSteps / 2)})
+		est = plus(est, store.Counts{RoundTrips: 1, Commands: 1, Elements: 3, DenseSteps: int64(s.denseSteps / 2)})
 	}
 	if q.trend && q.b.Window != ranking.WindowTotal {
 		est = plus(est, s.trendCost(2*n+1, q.mode))
@@ -336,11 +342,19 @@ func (s *server) memberBody(r *http.Request) ([]byte, error) {
 	member := r.PathValue("member")
 	var info store.MemberInfo
 	var final bool
-	// the standing (a MULTI of 4-5 commands), the member above, the
-	// competition count, and the same in the previous period
-	est := store.Counts{Commands: 16, Elements: 4}
-	if q.mode == store.RankDense {
-		est.DenseSteps = int64(s.denseSteps)
+	// the standing (a MULTI of 5 commands), the member above (ZRANGE) and
+	// the count of the members better than it (ZCOUNT), and the standing in
+	// the previous period; with rank=competition the previous rank's
+	// count, with rank=dense two walks of at most the dense budget in all
+	est := plus(boardCost(q.b), store.Counts{RoundTrips: 3, Commands: 7, Elements: 2})
+	if q.b.Window != ranking.WindowTotal {
+		est = plus(est, store.Counts{RoundTrips: 1, Commands: 5})
+	}
+	switch q.mode {
+	case store.RankCompetition:
+		est = plus(est, store.Counts{RoundTrips: 1, Commands: 1})
+	case store.RankDense:
+		est = plus(est, store.Counts{RoundTrips: 3, Commands: 4, Elements: 6, DenseSteps: int64(s.denseSteps)})
 	}
 	err = s.read(r, "member", q.expensive(0, true), estimate{c: est, board: q.b.Name}, func(ctx context.Context) error {
 		if err := s.knownDims(ctx, q); err != nil {

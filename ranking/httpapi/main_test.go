@@ -26,7 +26,7 @@ var now = at(21, 12, 0, 0)
 
 func at(day, h, m, s int) time.Time { return time.Date(2026, 11, day, h, m, s, 0, time.UTC) }
 
-func unit(t *testing.T, s string) ranking.Unit {
+func unit(t testing.TB, s string) ranking.Unit {
 	t.Helper()
 	u, err := ranking.ParseUnit(s)
 	if err != nil {
@@ -44,7 +44,7 @@ func unit(t *testing.T, s string) ranking.Unit {
 //   - r3: rolling 3 days, tiebreak last (ties counted from the window start)
 //   - kt: total sum keeping the top 2 (approximate ranks)
 //   - wk: weekly sum, weeks starting on Sunday (no data)
-func fixtureBoards(t *testing.T) []*ranking.Board {
+func fixtureBoards(t testing.TB) []*ranking.Board {
 	d1 := unit(t, "1d")
 	w1 := unit(t, "1w")
 	return []*ranking.Board{
@@ -62,15 +62,21 @@ func fixtureBoards(t *testing.T) []*ranking.Board {
 
 // fixture returns a store with the fixture boards and data (under a prefix
 // of t's own) and an HTTP server of its API.
-func fixture(t *testing.T, opts ...httpapi.Option) (*httptest.Server, *store.Store) {
+func fixture(t testing.TB, opts ...httpapi.Option) (*httptest.Server, *store.Store) {
 	t.Helper()
 	return fixtureOn(t, testenv.Redis(t).Client(t), opts...)
 }
 
 // fixtureOn is fixture on the Redis of rdb.
-func fixtureOn(t *testing.T, rdb redis.UniversalClient, opts ...httpapi.Option) (*httptest.Server, *store.Store) {
+func fixtureOn(t testing.TB, rdb redis.UniversalClient, opts ...httpapi.Option) (*httptest.Server, *store.Store) {
 	t.Helper()
-	st, err := store.New(rdb, fixtureBoards(t), store.WithPrefix(testenv.Prefix(t)),
+	return fixtureAt(t, rdb, testenv.Prefix(t), opts...)
+}
+
+// fixtureAt is fixture on the Redis of rdb under prefix.
+func fixtureAt(t testing.TB, rdb redis.UniversalClient, prefix string, opts ...httpapi.Option) (*httptest.Server, *store.Store) {
+	t.Helper()
+	st, err := store.New(rdb, fixtureBoards(t), store.WithPrefix(prefix),
 		store.WithClock(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,10 +31,18 @@ type config struct {
 	cacheBytes int
 	budget     float64
 	reads      int
+	clock      func() time.Time
+	serving    int
+	behind     func() bool
 }
 
 // WithLogger sets the logger of store failures (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithClock sets the clock of the cache's TTL and of the Redis-time
+// budget (default time.Now). Periods end by the store's clock: its Now
+// method, when it has one (*store.Store does), else this one.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
 
 // WithRegisterer registers the handler's metrics on reg:
 // rankd_http_requests_total{route,code} and
@@ -81,6 +90,43 @@ type server struct {
 	budget *budget       // budget.go; nil: off
 	sizes  *sizes        // member counts seen, for estimates
 	reads  chan struct{} // one per read whose Redis work runs; nil: no bound
+
+	clock      func() time.Time
+	storeClock interface{ Now() time.Time } // the store's, if it has one
+	routes     map[string]*routeMetrics     // by route name; nil values without metrics
+
+	serving chan struct{} // serving.go: one per response being written; nil: no bound
+	gov     *governor     // priority.go; nil: no priority to ingestion
+
+	model   store.CostModel                                    // of estimates and the real costs
+	observe func(route string, estimate, counted store.Counts) // tests: each read's counts
+}
+
+// api is the handler New returns: cache hits first, then the routes.
+type api struct {
+	s   *server
+	mux *http.ServeMux
+}
+
+func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if a.ServeCached(w, r) {
+		return
+	}
+	a.mux.ServeHTTP(w, r)
+}
+
+// CachedServer is implemented by the handler New returns. ServeCached
+// serves a GET or HEAD request whose response the cache holds, fresh, as
+// ServeHTTP would, and reports whether it did; otherwise it writes
+// nothing. A server that routes requests to the handler by path may call
+// it before its own routing: a cached response's path is one that was
+// routed to the handler.
+type CachedServer interface {
+	ServeCached(w http.ResponseWriter, r *http.Request) bool
+}
+
+func (a *api) ServeCached(w http.ResponseWriter, r *http.Request) bool {
+	return a.s.cache != nil && a.s.serveHit(w, r)
 }
 
 // New returns the HTTP handler of the read API and the HTML page for the
@@ -90,13 +136,15 @@ type server struct {
 // registerer holds a conflicting collector of the same name.
 func New(st Store, opts ...Option) http.Handler {
 	c := config{log: slog.Default(), timeout: DefaultTimeout, expensive: DefaultExpensive,
-		queueWait: DefaultQueueWait, denseSteps: DefaultDenseBudget, rate: DefaultExpensiveRate, reads: DefaultReads}
+		queueWait: DefaultQueueWait, denseSteps: DefaultDenseBudget, rate: DefaultExpensiveRate, reads: DefaultReads,
+		clock: time.Now, serving: DefaultServing()}
 	for _, o := range opts {
 		o(&c)
 	}
 	s := &server{store: st, boards: map[string]*ranking.Board{}, order: st.Boards(), log: c.log,
 		timeout: c.timeout, slots: make(chan struct{}, c.expensive), queueWait: c.queueWait, denseSteps: c.denseSteps,
-		bucket: newTokenBucket(c.rate, c.expensive)}
+		bucket: newTokenBucket(c.rate, c.expensive), clock: c.clock, routes: map[string]*routeMetrics{}, model: store.DefaultCostModel}
+	s.storeClock, _ = st.(interface{ Now() time.Time })
 	names := make([]string, 0, len(s.order))
 	for _, b := range s.order {
 		s.boards[b.Name] = b
@@ -107,25 +155,37 @@ func New(st Store, opts ...Option) http.Handler {
 		s.cache = newRespCache(c.cacheTTL, c.cacheBytes)
 	}
 	if c.budget > 0 {
-		s.budget = newBudget(c.budget)
+		s.budget = newBudget(c.budget, c.clock)
 	}
 	if c.reads > 0 {
 		s.reads = make(chan struct{}, c.reads)
 	}
+	if c.serving > 0 {
+		s.serving = make(chan struct{}, c.serving)
+	}
+	if c.behind != nil {
+		s.gov = newGovernor(c.behind, c.clock)
+	}
 	if c.reg != nil {
 		s.m = newMetrics(c.reg, s)
 	}
+	for _, name := range routeNames {
+		s.routes[name] = s.m.route(name)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /v1/boards", s.route("boards", s.handleBoards))
+	mux.Handle("GET /v1/boards", s.route("boards", s.admitted(s.handleBoards)))
 	mux.Handle("GET /v1/boards/{board}/top", s.route("top", s.cachedRead("top", s.topBody)))
 	mux.Handle("GET /v1/boards/{board}/dims", s.route("dims", s.cachedRead("dims", s.dimsBody)))
-	mux.Handle("GET /v1/boards/{board}/standings", s.route("standings", s.handleStandings)) // standings.go
+	mux.Handle("GET /v1/boards/{board}/standings", s.route("standings", s.admitted(s.handleStandings))) // standings.go
 	mux.Handle("GET /v1/boards/{board}/members/{member}", s.route("member", s.cachedRead("member", s.memberBody)))
 	mux.Handle("GET /v1/boards/{board}/members/{member}/around", s.route("around", s.cachedRead("around", s.aroundBody)))
-	mux.Handle("GET /{$}", s.route("page", s.handlePage))
-	mux.Handle("/", s.route("other", s.handleOther))
-	return mux
+	mux.Handle("GET /{$}", s.route("page", s.admitted(s.handlePage)))
+	mux.Handle("/", s.route("other", s.admitted(s.handleOther)))
+	return &api{s: s, mux: mux}
 }
+
+// routeNames are the routes' names, as the metrics label them.
+var routeNames = []string{"boards", "top", "dims", "standings", "member", "around", "page", "other"}
 
 // handlerFunc serves one request; a returned error becomes the JSON error
 // response (see writeError).
@@ -133,30 +193,41 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 // route wraps h with the common headers, error responses and metrics.
 func (s *server) route(name string, h handlerFunc) http.Handler {
+	rm := s.routes[name]
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
+		start := s.clock()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		sw.Header().Set("Cache-Control", "no-store")
-		sw.Header().Set("X-Content-Type-Options", "nosniff")
+		hdr := sw.Header()
+		hdr["Cache-Control"] = noStore
+		hdr["X-Content-Type-Options"] = nosniff
 		if err := h(sw, r); err != nil {
 			s.writeError(sw, r, err)
 		}
-		if s.m != nil {
-			s.m.requests.WithLabelValues(name, strconv.Itoa(sw.status)).Inc()
-			s.m.duration.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		// counted before the response leaves, as when net/http wrote it
+		// after the handler: a client that has it sees it counted
+		rm.served(sw.status, s.clock().Sub(start))
+		if sw.wrote {
+			s.flush(w, r)
 		}
 	})
 }
 
-// statusWriter records the status code for metrics.
+// statusWriter records the status code for metrics, and whether anything
+// was written.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	wrote  bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
+	w.status, w.wrote = code, true
 	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(p)
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
@@ -321,14 +392,63 @@ func (s *server) handleOther(w http.ResponseWriter, r *http.Request) error {
 	return &apiError{status: http.StatusNotFound, code: codeNotFound, msg: "no route for " + quote(r.URL.Path)}
 }
 
+var noStore = []string{"no-store"}
+
+// routeMetrics are the request metrics of one route, the children of the
+// common statuses resolved at their first use (a series appears once it
+// counts something). A nil *routeMetrics counts nothing.
+type routeMetrics struct {
+	name            string
+	m               *metrics
+	ok, notModified atomic.Pointer[prometheus.Counter]
+	duration        atomic.Pointer[prometheus.Observer]
+}
+
+// route returns the metrics of route name; nil when m is.
+func (m *metrics) route(name string) *routeMetrics {
+	if m == nil {
+		return nil
+	}
+	return &routeMetrics{name: name, m: m}
+}
+
+// served counts a request answered with status after d.
+func (rm *routeMetrics) served(status int, d time.Duration) {
+	if rm == nil {
+		return
+	}
+	var c prometheus.Counter
+	switch status {
+	case http.StatusOK:
+		c = child(&rm.ok, func() prometheus.Counter { return rm.m.requests.WithLabelValues(rm.name, "200") })
+	case http.StatusNotModified:
+		c = child(&rm.notModified, func() prometheus.Counter { return rm.m.requests.WithLabelValues(rm.name, "304") })
+	default:
+		c = rm.m.requests.WithLabelValues(rm.name, strconv.Itoa(status))
+	}
+	c.Inc()
+	child(&rm.duration, func() prometheus.Observer { return rm.m.duration.WithLabelValues(rm.name) }).Observe(d.Seconds())
+}
+
+// child returns *p, resolving it with get the first time.
+func child[T any](p *atomic.Pointer[T], get func() T) T {
+	if v := p.Load(); v != nil {
+		return *v
+	}
+	v := get()
+	p.Store(&v)
+	return v
+}
+
 // metrics are the handler's collectors.
 type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	// cache results (hit, miss, coalesced), pre-resolved for the hot path
-	hit, miss, coalesced prometheus.Counter
-	refused              *prometheus.CounterVec
-	redisTime            *prometheus.CounterVec
+	hit, stale, miss, coalesced prometheus.Counter
+	refused                     *prometheus.CounterVec
+	redisTime                   *prometheus.CounterVec
+	redisEstimated              *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, s *server) *metrics {
@@ -345,12 +465,15 @@ func newMetrics(reg prometheus.Registerer, s *server) *metrics {
 			Help: "Reads refused by the Redis-time budget before any work, per code (overloaded, too_expensive)."}, []string{"code"})),
 		redisTime: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "rankd", Subsystem: "http", Name: "redis_seconds_total",
-			Help: "Redis time of the reads, per route, as the cost model counts it from the commands sent."}, []string{"route"})),
+			Help: "Redis time of the reads, per route, as the cost model counts it from the work they did (round trips, commands, reply elements, dense steps)."}, []string{"route"})),
+		redisEstimated: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "rankd", Subsystem: "http", Name: "redis_estimated_seconds_total",
+			Help: "Redis time of the reads, per route, as estimated before the work from their parameters and the board's size."}, []string{"route"})),
 	}
 	cache := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "rankd", Subsystem: "http", Name: "cache_requests_total",
-		Help: "Board reads per cache result: hit (served from memory), miss (read Redis), coalesced (waited for another request's read)."}, []string{"result"}))
-	m.hit, m.miss, m.coalesced = cache.WithLabelValues("hit"), cache.WithLabelValues("miss"), cache.WithLabelValues("coalesced")
+		Help: "Board reads per cache result: hit (served from memory), stale (served from memory, expired, while another request reads it again), miss (read Redis), coalesced (waited for another request's read)."}, []string{"result"}))
+	m.hit, m.stale, m.miss, m.coalesced = cache.WithLabelValues("hit"), cache.WithLabelValues("stale"), cache.WithLabelValues("miss"), cache.WithLabelValues("coalesced")
 	m.refused.WithLabelValues(codeOverloaded)
 	m.refused.WithLabelValues(codeTooExpensive)
 	return m

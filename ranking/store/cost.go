@@ -9,15 +9,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Query cost. A read's Redis cost is counted as it runs: the commands it
-// sends (a pipeline counts each of its commands, MULTI and EXEC included),
-// the elements their replies carry, and the steps of its dense-rank walks.
-// The API estimates a request's cost before the work with the same model
-// (CostModel) and corrects its budget with what the request really cost.
+// Query cost. A read's Redis cost is counted as it runs: its round trips
+// (a pipeline is one), the commands it sends (a pipeline counts each of its
+// commands, MULTI and EXEC included), the elements their replies carry, and
+// the steps of its dense-rank walks. The API estimates a request's cost
+// before the work with the same model (CostModel) and corrects its budget
+// with what the request really cost: the work counted, through the model,
+// whose constants are fitted to Redis' measured CPU time
+// (TestCalibrateCostModel).
 
 // Cost is the Redis work of the reads made with one context (WithCost).
 // It is safe for concurrent use.
 type Cost struct {
+	roundTrips atomic.Int64
 	commands   atomic.Int64
 	elements   atomic.Int64
 	denseSteps atomic.Int64
@@ -25,6 +29,7 @@ type Cost struct {
 
 // Counts is a snapshot of a Cost.
 type Counts struct {
+	RoundTrips int64 // requests to Redis: a command or a pipeline
 	Commands   int64 // commands sent (a script call is one)
 	Elements   int64 // elements of array replies (a member with its score is two)
 	DenseSteps int64 // O(log n) look-ups of dense-rank walks, inside script calls
@@ -35,7 +40,7 @@ func (c *Cost) Counts() Counts {
 	if c == nil {
 		return Counts{}
 	}
-	return Counts{Commands: c.commands.Load(), Elements: c.elements.Load(), DenseSteps: c.denseSteps.Load()}
+	return Counts{RoundTrips: c.roundTrips.Load(), Commands: c.commands.Load(), Elements: c.elements.Load(), DenseSteps: c.denseSteps.Load()}
 }
 
 type costKey struct{}
@@ -61,25 +66,28 @@ func addDense(ctx context.Context, steps int64) {
 }
 
 // CostModel turns counts of Redis work into Redis CPU time, in µs, on a
-// sorted set of n members. Its constants are estimates, not yet fitted to
-// measurements (the 12-15 ms for a 1,000-step walk on 200k members
-// set the step cost): a command costs its fixed
-// overhead plus a share growing with log2(n) (the skip list's levels),
-// every reply element costs its encoding, and a dense walk's step is one
-// ZREVRANGEBYSCORE ... LIMIT 0 1 called from Lua.
+// sorted set of n members: a round trip costs its request's reading and
+// parsing and its reply's writing; a command its fixed overhead plus a
+// share growing with log2(n) (the skip list's levels); every reply element
+// its encoding; a dense walk's step, one ZREVRANGEBYSCORE ... LIMIT 0 1
+// called from Lua, its own fixed and log2(n) parts.
 type CostModel struct {
+	RoundTrip           float64 // µs per round trip
 	Command, CommandLog float64 // µs per command, + µs per command and log2(n)
 	Element             float64 // µs per reply element
 	Step, StepLog       float64 // µs per dense step, + µs per step and log2(n)
 }
 
-// DefaultCostModel is the model the API budgets with.
-var DefaultCostModel = CostModel{Command: 1.0, CommandLog: 0.05, Element: 0.12, Step: 3, StepLog: 0.5}
+// DefaultCostModel is the model the API budgets with. Its constants are
+// fitted to the Redis CPU time (INFO cpu) of the API's reads on day boards
+// of 10k, 200k and 1M members, on Redis 7.0 on this project's 2-core
+// machines (TestCalibrateCostModel; see its output in the README).
+var DefaultCostModel = CostModel{RoundTrip: 30, Command: 0.33, CommandLog: 0.05, Element: 0.2, Step: 2.9, StepLog: 0.07}
 
 // Micros returns the Redis time of c on a set of n members, in µs.
 func (m CostModel) Micros(c Counts, n int64) float64 {
 	lg := math.Log2(float64(max(n, 1)) + 1)
-	return float64(c.Commands)*(m.Command+m.CommandLog*lg) + float64(c.Elements)*m.Element +
+	return float64(c.RoundTrips)*m.RoundTrip + float64(c.Commands)*(m.Command+m.CommandLog*lg) + float64(c.Elements)*m.Element +
 		float64(c.DenseSteps)*(m.Step+m.StepLog*lg)
 }
 
@@ -92,6 +100,7 @@ func (costHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		if c := costOf(ctx); c != nil {
+			c.roundTrips.Add(1)
 			c.add(cmd)
 		}
 		return err
@@ -102,6 +111,7 @@ func (costHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
 		if c := costOf(ctx); c != nil {
+			c.roundTrips.Add(1)
 			for _, cmd := range cmds {
 				c.add(cmd)
 			}

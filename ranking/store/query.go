@@ -26,6 +26,10 @@ func (s *Store) ResolvePeriod(board, period string) (ranking.Period, error) {
 	return s.resolve(st, period)
 }
 
+// Now returns the time of the store's clock (WithClock): the instant
+// "current" periods are resolved at.
+func (s *Store) Now() time.Time { return s.now() }
+
 func (s *Store) resolve(st *boardState, period string) (ranking.Period, error) {
 	cur := st.cal.At(s.now())
 	switch period {

@@ -17,7 +17,11 @@
 //     rankd drain rate), from marker events whose effect is polled through
 //     the HTTP API;
 //   - rollover: the prefill of a rolling board of a million members, with
-//     the worst latency a concurrent reader saw.
+//     the worst latency a concurrent reader saw;
+//   - cost: the Redis time of each kind of API read, estimated, modelled
+//     and measured (cost.go);
+//   - reads: the read API under 1,000 clients while ingestion runs
+//     (reads.go).
 //
 // It prints one table and can write the results as JSON.
 package bench
@@ -54,7 +58,7 @@ const (
 )
 
 // Phases lists the phases in the order they run.
-var Phases = []string{PhaseNaive, PhaseSeed, PhaseRankd, PhaseMemory, PhaseReplay, PhaseLatency, PhaseRollover, PhaseReads}
+var Phases = []string{PhaseNaive, PhaseSeed, PhaseRankd, PhaseMemory, PhaseReplay, PhaseLatency, PhaseRollover, PhaseCost, PhaseReads}
 
 // CheckEnv is what Options.Check gets.
 type CheckEnv struct {
@@ -106,11 +110,18 @@ type Options struct {
 	ReadClients  int
 	ReadRate     float64
 	ReadDuration time.Duration
+	// ReadWrites is rankd's api.concurrent_writes in every phase; 0: the
+	// default (twice GOMAXPROCS).
+	ReadWrites int
 	// Skip lists phases not to run (see Phases).
 	Skip []string
 	// CPUProfile, if set, is the file the CPU profile of the rankd drain
 	// is written to.
 	CPUProfile string
+	// ReadsCPUProfile, if set, is the file the CPU profile of this
+	// process (rankd, the producer, the pollers) during the reads phase's
+	// top-20 run is written to.
+	ReadsCPUProfile string
 	// JSON, if set, is the file the results are written to as JSON.
 	JSON string
 	// Stdout receives the table, Stderr the progress line. Default: the
@@ -265,6 +276,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			return
 		}},
 		{PhaseRollover, func() (err error) { res.Rollover, err = e.rollover(ctx); return }},
+		{PhaseCost, func() (err error) { res.Cost, err = e.cost(ctx); return }},
 		{PhaseReads, func() (err error) { res.Reads, err = e.reads(ctx); return }},
 	}
 	for _, s := range steps {
@@ -276,6 +288,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.Seconds = round(time.Since(began).Seconds(), 1)
 	prog.stop()
 	res.WriteTable(o.Stdout)
+	if res.Cost != nil {
+		res.Cost.Write(o.Stdout)
+	}
 	if res.Reads != nil {
 		res.Reads.Write(o.Stdout)
 	}
@@ -481,6 +496,7 @@ func (e *env) config(group, prefix string) (*config.Config, error) {
 	cfg.Kafka.Brokers = e.brokers
 	cfg.Redis.Addr, cfg.Redis.Addrs, cfg.Redis.Password, cfg.Redis.DB = e.redisAddr, nil, "", 0
 	cfg.HTTP.Listen = "127.0.0.1:0"
+	cfg.API.ConcurrentWrites = e.o.ReadWrites
 	return cfg, nil
 }
 

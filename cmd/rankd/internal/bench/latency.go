@@ -217,12 +217,16 @@ func (m *markers) state() (int, bool) {
 // poller reads the marker's value in a loop and records when each marker
 // became visible.
 type poller struct {
-	read    func(context.Context) (int64, error)
-	base    int64 // the value before the first marker
-	every   time.Duration
-	visible []time.Time // of marker k at k-1
-	reads   []time.Duration
-	elapsed time.Duration
+	read  func(context.Context) (int64, error)
+	base  int64 // the value before the first marker
+	every time.Duration
+	// retry503: a 503 answer (errUnavailable) is counted in refused and
+	// read again after every, instead of failing the run.
+	retry503 bool
+	refused  int
+	visible  []time.Time // of marker k at k-1
+	reads    []time.Duration
+	elapsed  time.Duration
 }
 
 // run polls until every marker is visible after the producer stopped
@@ -237,6 +241,15 @@ func (p *poller) run(ctx context.Context, m *markers) error {
 		now := time.Now()
 		if ctx.Err() != nil {
 			return nil
+		}
+		if p.retry503 && errors.Is(err, errUnavailable) {
+			p.refused++
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(p.every):
+			}
+			continue
 		}
 		if err != nil {
 			return err
@@ -377,6 +390,9 @@ func markerMessage(seed int64, k int) kafka.Message {
 	return kafka.Message{Topic: "gift", Key: []byte(markerAnchor), Value: []byte(v)}
 }
 
+// errUnavailable is a 503 answer of the API.
+var errUnavailable = errors.New("503 Service Unavailable")
+
 // pollMember returns the member's raw value on the board, 0 when it is not
 // there (404).
 func pollMember(ctx context.Context, hc *http.Client, url string) (int64, error) {
@@ -397,6 +413,8 @@ func pollMember(ctx context.Context, hc *http.Client, url string) (int64, error)
 	case http.StatusOK:
 	case http.StatusNotFound:
 		return 0, nil
+	case http.StatusServiceUnavailable:
+		return 0, fmt.Errorf("GET %s: %w: %s", url, errUnavailable, body)
 	default:
 		return 0, fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
 	}

@@ -6,15 +6,19 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
+	"os"
+	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
-	"sync/atomic"
+	"text/tabwriter"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/loadgen"
+	"github.com/rankd/rankd/consumer"
 	"github.com/rankd/rankd/internal/workload"
 	"github.com/rankd/rankd/ranking/store"
 )
@@ -36,41 +40,66 @@ type Reads struct {
 	Rate     float64    `json:"ingest_rate"`
 	Seconds  float64    `json:"seconds_each"`
 	CacheTTL string     `json:"cache_ttl"`
+	Budget   float64    `json:"redis_budget"`
+	Writes   int        `json:"concurrent_writes"` // 0: twice GOMAXPROCS
 	Runs     []ReadsRun `json:"runs"`
 }
 
 // ReadsRun is one run of the reads phase.
 type ReadsRun struct {
-	Name        string  `json:"name"`
+	Name    string `json:"name"`
+	LoadAvg string `json:"loadavg"` // at the start of the run
+	// ReadsPerSec are the answers the load generator received per
+	// second (every status), P50Ms and P99Ms their latency as it saw it.
 	ReadsPerSec float64 `json:"reads_per_sec"`
 	P50Ms       float64 `json:"p50_ms"`
 	P99Ms       float64 `json:"p99_ms"`
-	Errors      int64   `json:"errors"`
+	OK          int64   `json:"ok_200"`
 	Refused     int64   `json:"refused_503"`
-	HitRate     float64 `json:"cache_hit_rate"`
-	// RedisUsPerRead is the modelled Redis time per read, per route
+	// Errors are other statuses, and connections that failed.
+	Errors int64 `json:"errors"`
+	// HitRate is the share of board reads served from memory (hit or
+	// stale, rankd_http_cache_requests_total).
+	HitRate float64 `json:"cache_hit_rate"`
+	// RedisUsPerRead is the Redis time per read, per route, as the cost
+	// model counts it from the commands the reads sent
 	// (rankd_http_redis_seconds_total / rankd_http_requests_total).
 	RedisUsPerRead map[string]float64 `json:"redis_us_per_read"`
-	// Ingested is the events consumed per second over the run, Produced
-	// those produced.
-	Produced   float64 `json:"produced_per_sec"`
-	Ingested   float64 `json:"ingested_per_sec"`
-	RedisBusy  float64 `json:"redis_busy"`
-	VisibleP99 float64 `json:"visible_p99_ms"`
-	APIVisP99  float64 `json:"api_visible_p99_ms"`
+	// Produced and Ingested are the events produced and consumed per
+	// second over the run; IngestShare is Ingested over the better of the
+	// runs without readers.
+	Produced    float64 `json:"produced_per_sec"`
+	Ingested    float64 `json:"ingested_per_sec"`
+	IngestShare float64 `json:"ingest_share"`
+	LagAtEnd    int64   `json:"lag_at_end"`
+	RedisBusy   float64 `json:"redis_busy"`
+	// Event-to-visible p99: in Redis (a ZSCORE poller) and through the
+	// API (a poller of /members, which the cache serves up to a TTL old).
+	RedisVisP99 float64 `json:"redis_visible_p99_ms"`
+	APIVisP99   float64 `json:"api_visible_p99_ms"`
+	APIPoll503  int     `json:"api_poll_503"` // the API poller's reads answered 503
+	// APIPollP99Ms is the p99 of one read of the API poller (its own wait
+	// included: admission, a refresh of the cache entry).
+	APIPollP99Ms float64 `json:"api_poll_read_p99_ms"`
+	// CPU in cores: the bench process (rankd, the producer and the
+	// pollers), the load generator child, the broker child.
 	RankdCPU   float64 `json:"rankd_cpu_cores"`
+	LoadgenCPU float64 `json:"loadgen_cpu_cores"`
+	BrokerCPU  float64 `json:"broker_cpu_cores"`
 }
 
 // readsGroup is the consumer group of the reads phase.
 const readsGroup = "rankd-reads"
 
 // reads runs the reads phase on a group of its own (from the start of the
-// topics): a
-// 1M-member all-time board is written straight into Redis, then the same
-// fixed-rate ingestion runs three times for o.ReadDuration: alone, with
-// ReadClients clients reading /top?limit=20 in a closed loop, and with
-// them reading a mix (top 20 60%, member 20%, around 10%, dims 10%). The
-// clients run in this process (so do rankd and the producer).
+// topics): a 1M-member all-time board is written straight into Redis, then
+// the same fixed-rate ingestion runs four times for o.ReadDuration: alone,
+// with ReadClients clients reading /top?limit=20 in a closed loop, with
+// them reading a mix (top 20 60%, member 20%, around 10%, dims 10%), and
+// alone again; each run's ingestion is compared with the better of the two
+// runs alone (IngestShare). The
+// clients run in a child process (package loadgen), one keep-alive
+// connection each; rankd, the producer and the pollers in this one.
 func (e *env) reads(ctx context.Context) (*Reads, error) {
 	// A group of its own: the phases before flush Redis (rollover), and
 	// rankd halts a group whose committed offsets Redis no longer knows.
@@ -86,7 +115,12 @@ func (e *env) reads(ctx context.Context) (*Reads, error) {
 		return pollMember(ctx, hc, base+"/v1/boards/"+markerBoard+"/members/"+markerAnchor)
 	}
 	e.prog.set("reads: rankd joining the group", nil)
-	if _, err := e.warmUp(ctx, rs, e.o.Seed+100, readAPI); err != nil { // not the latency phase's marker: a duplicate would never show
+	value, err := e.warmUp(ctx, rs, e.o.Seed+100, readAPI) // not the latency phase's marker: a duplicate would never show
+	if err != nil {
+		return nil, err
+	}
+	readRedis, err := e.markerReader(ctx, cfg, value)
+	if err != nil {
 		return nil, err
 	}
 	// the 1M members, in the board's active generation
@@ -124,48 +158,69 @@ func (e *env) reads(ctx context.Context) (*Reads, error) {
 	}
 
 	out := &Reads{Clients: e.o.ReadClients, Members: readsMembers, Rate: e.o.ReadRate, Seconds: e.o.ReadDuration.Seconds(),
-		CacheTTL: cfg.API.CacheTTL.String()}
-	top := base + "/v1/boards/" + readsBoard + "/top?limit=20"
-	mix := func(i int) string {
+		CacheTTL: cfg.API.CacheTTL.String(), Budget: cfg.API.RedisBudget, Writes: cfg.API.ConcurrentWrites}
+	top := []string{"/v1/boards/" + readsBoard + "/top?limit=20"}
+	// the mix: 20 requests per client, members spread over the board
+	var mix []string
+	for i := range 20 * e.o.ReadClients {
 		switch k := i % 10; {
 		case k < 6:
-			return top
+			mix = append(mix, top[0])
 		case k < 8:
-			return base + "/v1/boards/" + readsBoard + "/members/rb" + strconv.Itoa(i*7919%readsMembers)
+			mix = append(mix, "/v1/boards/"+readsBoard+"/members/rb"+strconv.Itoa(i*7919%readsMembers))
 		case k < 9:
-			return base + "/v1/boards/" + readsBoard + "/members/rb" + strconv.Itoa(i*104729%readsMembers) + "/around?n=5"
+			mix = append(mix, "/v1/boards/"+readsBoard+"/members/rb"+strconv.Itoa(i*104729%readsMembers)+"/around?n=5")
+		default:
+			mix = append(mix, "/v1/boards/"+readsDims+"/dims?limit=20")
 		}
-		return base + "/v1/boards/" + readsDims + "/dims?limit=20"
 	}
+	time.Sleep(2 * time.Second) // Redis settles after the 1M writes
 	for _, run := range []struct {
 		name    string
 		clients int
-		url     func(int) string
+		targets []string
+		profile string
 	}{
-		{"ingestion alone", 0, nil},
-		{"top-20 readers", e.o.ReadClients, func(int) string { return top }},
-		{"mixed readers", e.o.ReadClients, mix},
+		{"ingestion alone", 0, nil, ""},
+		{"top-20 readers", e.o.ReadClients, top, e.o.ReadsCPUProfile},
+		{"mixed readers", e.o.ReadClients, mix, ""},
+		{"alone again", 0, nil, ""},
 	} {
-		r, err := e.readsRun(ctx, rs, cfg.Redis.Prefix, readAPI, run.name, run.clients, run.url)
+		r, err := e.readsRun(ctx, rs, readAPI, readRedis, run.name, run.clients, run.targets, run.profile)
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", run.name, err)
 		}
 		out.Runs = append(out.Runs, *r)
 	}
+	// each run's ingestion against the better of the runs without readers
+	alone := max(out.Runs[0].Ingested, out.Runs[len(out.Runs)-1].Ingested)
+	for i := range out.Runs {
+		if alone > 0 {
+			out.Runs[i].IngestShare = round(out.Runs[i].Ingested/alone, 3)
+		}
+	}
 	return out, nil
 }
 
 // readsRun produces at the fixed rate for the run's duration, with
-// clients readers, and measures.
-func (e *env) readsRun(ctx context.Context, rs *runningStack, _ string, readAPI func(context.Context) (int64, error),
-	name string, clients int, url func(int) string) (*ReadsRun, error) {
+// clients readers asking targets (none: no load generator), and measures;
+// with profile, it writes the CPU profile of this process over the run.
+func (e *env) readsRun(ctx context.Context, rs *runningStack, readAPI, readRedis func(context.Context) (int64, error),
+	name string, clients int, targets []string, profile string) (*ReadsRun, error) {
 	g := rs.Metrics()
-	base, err := readAPI(ctx)
+	base, err := readRedis(ctx)
 	if err != nil {
 		return nil, err
 	}
-	readRedis := func(ctx context.Context) (int64, error) { return readAPI(ctx) }
-	_ = readRedis
+	var gen *loadgen.Gen
+	if clients > 0 {
+		e.prog.set(fmt.Sprintf("reads: %s, connecting %d clients", name, clients), nil)
+		if gen, err = loadgen.Start(ctx, loadgen.Options{Addr: rs.HTTPAddr(), Clients: clients, Targets: targets}); err != nil {
+			return nil, err
+		}
+		defer gen.Close()
+	}
+	r := &ReadsRun{Name: name, LoadAvg: loadAvg(), RedisUsPerRead: map[string]float64{}}
 	msgs0, _ := counterSum(g, "rankd_consumer_messages_total")
 	cache0, _ := counterByLabel(g, "rankd_http_cache_requests_total", "result")
 	reqs0, _ := counterByLabel(g, "rankd_http_requests_total", "route")
@@ -174,43 +229,32 @@ func (e *env) readsRun(ctx context.Context, rs *runningStack, _ string, readAPI 
 	if err != nil {
 		return nil, err
 	}
-	rctx, stop := context.WithCancel(ctx)
-	defer stop()
-	// the readers
-	var wg sync.WaitGroup
-	lats := make([][]time.Duration, clients)
-	var errs, refused atomic.Int64
-	tr := &http.Transport{MaxIdleConns: clients + 10, MaxIdleConnsPerHost: clients + 10}
-	defer tr.CloseIdleConnections()
-	rc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	for c := range clients {
-		wg.Go(func() {
-			for i := c; rctx.Err() == nil; i += clients {
-				req, _ := http.NewRequestWithContext(rctx, http.MethodGet, url(i), nil)
-				t0 := time.Now()
-				resp, err := rc.Do(req)
-				if err != nil {
-					if rctx.Err() == nil {
-						errs.Add(1)
-						time.Sleep(10 * time.Millisecond)
-					}
-					continue
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				switch {
-				case resp.StatusCode == 503:
-					refused.Add(1)
-				case resp.StatusCode != 200:
-					errs.Add(1)
-				}
-				lats[c] = append(lats[c], time.Since(t0))
-			}
-		})
+	gen0 := time.Duration(0)
+	if gen != nil {
+		gen0, _ = pidCPU(gen.PID())
+		if err := gen.Begin(); err != nil {
+			return nil, err
+		}
+	}
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, err
+		}
+		defer pprof.StopCPUProfile() // when failing early; a second stop does nothing
 	}
 	// the markers' pollers and the producer
+	lag := newLagWatch(e.brokers, readsGroup)
+	defer lag.close()
 	st := &markers{}
-	pollers := []*poller{{read: readAPI, base: base, every: 5 * time.Millisecond}}
+	pollers := []*poller{
+		{read: readRedis, base: base, every: e.o.PollInterval},
+		{read: readAPI, base: base, every: 5 * time.Millisecond, retry503: true},
+	}
 	perrs := make([]error, len(pollers))
 	var pwg sync.WaitGroup
 	for i, p := range pollers {
@@ -251,8 +295,23 @@ func (e *env) readsRun(ctx context.Context, rs *runningStack, _ string, readAPI 
 	if err != nil {
 		return nil, err
 	}
-	stop()
-	wg.Wait()
+	if gen != nil {
+		gen1, _ := pidCPU(gen.PID())
+		res, err := gen.End(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r.ReadsPerSec, r.P50Ms, r.P99Ms = round(res.PerSec(), 0), res.P50Ms, res.P99Ms
+		r.OK, r.Refused = res.Status[http.StatusOK], res.Status[http.StatusServiceUnavailable]
+		r.Errors = res.Errors + res.Requests - r.OK - r.Refused
+		r.LoadgenCPU = round((gen1-gen0).Seconds()/after.at.Sub(before.at).Seconds(), 2)
+	}
+	pprof.StopCPUProfile()
+	if lags, err := consumer.GroupLag(ctx, lag.client, readsGroup, topics); err == nil {
+		for _, l := range lags {
+			r.LagAtEnd += l.Lag
+		}
+	}
 	st.done()
 	pwg.Wait()
 	if err := errors.Join(append(perrs, werr)...); err != nil {
@@ -261,16 +320,9 @@ func (e *env) readsRun(ctx context.Context, rs *runningStack, _ string, readAPI 
 	cache1, _ := counterByLabel(g, "rankd_http_cache_requests_total", "result")
 	reqs1, _ := counterByLabel(g, "rankd_http_requests_total", "route")
 	rtime1, _ := counterByLabel(g, "rankd_http_redis_seconds_total", "route")
-	var all []time.Duration
-	for _, l := range lats {
-		all = append(all, l...)
-	}
-	slices.Sort(all)
-	r := &ReadsRun{Name: name, ReadsPerSec: round(float64(len(all))/elapsed.Seconds(), 0),
-		P50Ms: ms(quantile(all, 0.5)), P99Ms: ms(quantile(all, 0.99)), Errors: errs.Load(), Refused: refused.Load(),
-		Produced: round(float64(produced)/elapsed.Seconds(), 0), Ingested: round((msgs1-msgs0)/elapsed.Seconds(), 0),
-		RedisUsPerRead: map[string]float64{}}
-	hits, total := cache1["hit"]-cache0["hit"], 0.0
+	r.Produced = round(float64(produced)/elapsed.Seconds(), 0)
+	r.Ingested = round((msgs1-msgs0)/elapsed.Seconds(), 0)
+	hits, total := cache1["hit"]-cache0["hit"]+cache1["stale"]-cache0["stale"], 0.0
 	for k, v := range cache1 {
 		total += v - cache0[k]
 	}
@@ -282,21 +334,50 @@ func (e *env) readsRun(ctx context.Context, rs *runningStack, _ string, readAPI 
 			r.RedisUsPerRead[route] = round((v-rtime0[route])*1e6/n, 2)
 		}
 	}
+	wall := after.at.Sub(before.at).Seconds()
 	c := cpu(before, after, max(produced, 1), 1, after.at.Sub(before.at))
-	r.RedisBusy, r.RankdCPU = c.RedisBusy, round(after.self.Seconds()-before.self.Seconds(), 2)/after.at.Sub(before.at).Seconds()
-	r.RankdCPU = round(r.RankdCPU, 2)
-	r.APIVisP99 = pollers[0].stats(st.sent).P99Ms
-	r.VisibleP99 = r.APIVisP99
+	r.RedisBusy = c.RedisBusy
+	r.RankdCPU = round((after.self-before.self).Seconds()/wall, 2)
+	r.BrokerCPU = round((after.broker-before.broker).Seconds()/wall, 2)
+	r.RedisVisP99 = pollers[0].stats(st.sent).P99Ms
+	api := pollers[1].stats(st.sent)
+	r.APIVisP99, r.APIPollP99Ms = api.P99Ms, api.ReadP99Ms
+	r.APIPoll503 = pollers[1].refused
 	return r, nil
 }
 
-// WriteReads prints the reads phase's table.
+// loadAvg returns the 1-, 5- and 15-minute load averages, or "".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// Write prints the reads phase's table.
 func (r *Reads) Write(w io.Writer) {
-	fmt.Fprintf(w, "\nreads: %d clients, a %d-member board, ingestion at %.0f events/s, %.0f s per run, cache TTL %s\n",
-		r.Clients, r.Members, r.Rate, r.Seconds, r.CacheTTL)
-	fmt.Fprintf(w, "%-16s %9s %8s %8s %7s %7s %9s %9s %9s %7s %9s %s\n", "run", "reads/s", "p50 ms", "p99 ms", "503", "hit", "produced", "ingested", "vis p99", "redis", "rankd cpu", "redis µs/read (model)")
+	writes := "twice GOMAXPROCS"
+	if r.Writes > 0 {
+		writes = strconv.Itoa(r.Writes)
+	}
+	fmt.Fprintf(w, "\nreads: %d clients in a child process, a %d-member board, ingestion at %.0f events/s, %.0f s per run, cache TTL %s, budget %g, concurrent writes %s\n",
+		r.Clients, r.Members, r.Rate, r.Seconds, r.CacheTTL, r.Budget, writes)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\tload avg\treads/s\tp50 ms\tp99 ms\t503\terrors\thit\tproduced\tingested\tshare\tlag\tvis p99 redis\tvis p99 api\tpoll p99\tredis\trankd cpu\tloadgen cpu\tbroker cpu\t")
 	for _, x := range r.Runs {
-		fmt.Fprintf(w, "%-16s %9.0f %8.2f %8.2f %7d %7.4f %9.0f %9.0f %9.1f %7.3f %9.2f %v\n", x.Name, x.ReadsPerSec, x.P50Ms, x.P99Ms,
-			x.Refused, x.HitRate, x.Produced, x.Ingested, x.APIVisP99, x.RedisBusy, x.RankdCPU, x.RedisUsPerRead)
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.2f\t%d\t%d\t%.4f\t%.0f\t%.0f\t%.3f\t%d\t%.1f\t%.1f\t%.1f\t%.3f\t%.2f\t%.2f\t%.2f\t\n",
+			x.Name, x.LoadAvg, x.ReadsPerSec, x.P50Ms, x.P99Ms, x.Refused, x.Errors, x.HitRate, x.Produced, x.Ingested, x.IngestShare,
+			x.LagAtEnd, x.RedisVisP99, x.APIVisP99, x.APIPollP99Ms, x.RedisBusy, x.RankdCPU, x.LoadgenCPU, x.BrokerCPU)
+	}
+	_ = tw.Flush()
+	for _, x := range r.Runs {
+		if len(x.RedisUsPerRead) > 0 {
+			fmt.Fprintf(w, "  %s: Redis µs per read (cost model, hits included): %v\n", x.Name, x.RedisUsPerRead)
+		}
 	}
 }

@@ -21,6 +21,7 @@ type Result struct {
 	Replay   *Replay   `json:"replay"`
 	Latency  *Latency  `json:"latency"`
 	Rollover *Rollover `json:"rollover"`
+	Cost     *Cost     `json:"cost,omitempty"`
 	Reads    *Reads    `json:"reads,omitempty"`
 }
 

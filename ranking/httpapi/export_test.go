@@ -1,0 +1,13 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/rankd/rankd/ranking/store"
+)
+
+// SetCostObserver makes the handler h (from New) call f with the estimate
+// and the counted work of every read that goes to Redis, after it.
+func SetCostObserver(h http.Handler, f func(route string, estimate, counted store.Counts)) {
+	h.(*api).s.observe = f
+}
