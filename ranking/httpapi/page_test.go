@@ -168,11 +168,12 @@ func TestPageCache(t *testing.T) {
 	getPage(t, srv.URL+"/?board=day")
 	getPage(t, srv.URL+"/?board=day&part=view")
 	get(t, srv.URL+"/v1/boards/day/top?limit=20&trend=1&period=current&dims=")
-	want := `# HELP rankd_http_cache_requests_total Board reads per cache result: hit (served from memory), miss (read Redis), coalesced (waited for another request's read).
+	want := `# HELP rankd_http_cache_requests_total Board reads per cache result: hit (served from memory), stale (served from memory, expired, while another request reads it again), miss (read Redis), coalesced (waited for another request's read).
 # TYPE rankd_http_cache_requests_total counter
 rankd_http_cache_requests_total{result="coalesced"} 0
 rankd_http_cache_requests_total{result="hit"} 2
 rankd_http_cache_requests_total{result="miss"} 1
+rankd_http_cache_requests_total{result="stale"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "rankd_http_cache_requests_total"); err != nil {
 		t.Error(err)
