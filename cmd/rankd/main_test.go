@@ -15,13 +15,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/loadgen"
 	"github.com/rankd/rankd/internal/testenv"
 )
 
-// TestMain runs the test binary as the broker when `rankd bench` (TestBench,
-// in process) or testenv.StartBrokerProcess starts it again to be one
-// (testenv.Main calls servers.Child).
-func TestMain(m *testing.M) { testenv.Main(m) }
+// TestMain runs the test binary as the load generator or the broker when
+// `rankd bench` (TestBench, in process) or testenv.StartBrokerProcess
+// starts it again to be one (loadgen.Child; testenv.Main calls
+// servers.Child).
+func TestMain(m *testing.M) {
+	if code, ok := loadgen.Child(); ok {
+		os.Exit(code)
+	}
+	testenv.Main(m)
+}
 
 // TestBinary runs the rankd binary as a user would: it builds it once into
 // its temp dir, then runs the subprocess tests (dev smoke test, SIGKILL
