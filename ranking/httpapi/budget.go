@@ -68,7 +68,7 @@ type budget struct {
 // newBudget returns the bucket of a share of one Redis core. It holds
 // budgetBurst seconds of it (at least minBurst): at the default share that
 // is more than the costliest read on a board of the assumed size
-// (maxEstimate, 5.2 ms by the model), a share under about 0.02 refuses such
+// (maxEstimate, 7.6 ms by the model), a share under about 0.03 refuses such
 // reads 400 too_expensive.
 func newBudget(share float64, now func() time.Time) *budget {
 	rate := share * 1e6
@@ -147,7 +147,9 @@ func (s *sizes) of(board string) int64 {
 
 // boardCost is what a read of b sends besides its own commands: the dims
 // check's SISMEMBER on a board with dims, the rollover state's HMGET on a
-// rolling board.
+// rolling board, and on boards with periods the partitions' marks for
+// finality (HGETALL; the store reads them at most once a second, an
+// estimate counts them always).
 func boardCost(b *ranking.Board) store.Counts {
 	var c store.Counts
 	if len(b.Dims) > 0 {
@@ -155,6 +157,9 @@ func boardCost(b *ranking.Board) store.Counts {
 	}
 	if b.Window == ranking.WindowRolling {
 		c = plus(c, store.Counts{RoundTrips: 1, Commands: 1, Elements: 2})
+	}
+	if b.Window != ranking.WindowTotal {
+		c = plus(c, store.Counts{RoundTrips: 1, Commands: 1, Elements: 36})
 	}
 	return c
 }
@@ -168,15 +173,16 @@ func pageCost(rows int) store.Counts {
 // trendCost is the previous ranks of rows entries in mode: a pipeline of
 // ZREVRANKs (row); ZMSCORE, then a pipeline of ZCOUNTs (competition);
 // ZMSCORE, a ZCOUNT and a ZRANGE, then the walk's script with at most the
-// dense budget of steps (dense).
+// dense budget of steps (dense). A ZCOUNT counts as two commands
+// (store.Counts).
 func (s *server) trendCost(rows int, mode store.RankMode) store.Counts {
 	switch mode {
 	case store.RankRow:
 		return store.Counts{RoundTrips: 1, Commands: int64(rows)}
 	case store.RankCompetition:
-		return store.Counts{RoundTrips: 2, Commands: 1 + int64(rows), Elements: int64(rows)}
+		return store.Counts{RoundTrips: 2, Commands: 1 + 2*int64(rows), Elements: int64(rows)}
 	}
-	return store.Counts{RoundTrips: 3, Commands: 4, Elements: 2*int64(rows) + 4, DenseSteps: int64(s.denseSteps)}
+	return store.Counts{RoundTrips: 3, Commands: 5, Elements: 2*int64(rows) + 4, DenseSteps: int64(s.denseSteps)}
 }
 
 func plus(a, b store.Counts) store.Counts {

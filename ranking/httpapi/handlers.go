@@ -226,11 +226,12 @@ func (s *server) aroundBody(r *http.Request) ([]byte, error) {
 	member := r.PathValue("member")
 	// the member's position and the set's size in one MULTI, then the
 	// page's ZRANGE; the first entry's rank with rank=competition (one
-	// ZCOUNT) or rank=dense (a walk of at most half the dense budget)
+	// ZCOUNT: two commands) or rank=dense (a walk of at most half the dense
+	// budget)
 	est := plus(plus(pageCost(2*n+1), boardCost(q.b)), store.Counts{RoundTrips: 1, Commands: 1})
 	switch q.mode {
 	case store.RankCompetition:
-		est = plus(est, store.Counts{RoundTrips: 1, Commands: 1})
+		est = plus(est, store.Counts{RoundTrips: 1, Commands: 2})
 	case store.RankDense:
 		est = plus(est, store.Counts{RoundTrips: 1, Commands: 1, Elements: 3, DenseSteps: int64(s.denseSteps / 2)})
 	}
@@ -343,18 +344,19 @@ func (s *server) memberBody(r *http.Request) ([]byte, error) {
 	var info store.MemberInfo
 	var final bool
 	// the standing (a MULTI of 5 commands), the member above (ZRANGE) and
-	// the count of the members better than it (ZCOUNT), and the standing in
-	// the previous period; with rank=competition the previous rank's
-	// count, with rank=dense two walks of at most the dense budget in all
-	est := plus(boardCost(q.b), store.Counts{RoundTrips: 3, Commands: 7, Elements: 2})
+	// the count of the members better than it (ZCOUNT, two commands), and
+	// the standing in the previous period; with rank=competition the
+	// previous rank's count, with rank=dense two walks of at most the dense
+	// budget in all
+	est := plus(boardCost(q.b), store.Counts{RoundTrips: 3, Commands: 8, Elements: 2})
 	if q.b.Window != ranking.WindowTotal {
 		est = plus(est, store.Counts{RoundTrips: 1, Commands: 5})
 	}
 	switch q.mode {
 	case store.RankCompetition:
-		est = plus(est, store.Counts{RoundTrips: 1, Commands: 1})
+		est = plus(est, store.Counts{RoundTrips: 1, Commands: 2})
 	case store.RankDense:
-		est = plus(est, store.Counts{RoundTrips: 3, Commands: 4, Elements: 6, DenseSteps: int64(s.denseSteps)})
+		est = plus(est, store.Counts{RoundTrips: 3, Commands: 5, Elements: 8, DenseSteps: int64(s.denseSteps)})
 	}
 	err = s.read(r, "member", q.expensive(0, true), estimate{c: est, board: q.b.Name}, func(ctx context.Context) error {
 		if err := s.knownDims(ctx, q); err != nil {
