@@ -118,11 +118,12 @@
 // read, a page of 1,000 with dense previous ranks (/top?limit=1000&
 // rank=dense&trend=1), cost 6.3-9.5 ms of Redis CPU on boards of 200k and
 // 1M members in `rankd bench`'s cost phase on a 2-core machine (the cost
-// model says 4.5-4.7 ms of the work it counts, the estimate up front 5.1-5.2
-// ms); a top 20 costs 30-40 µs, a member 85-130 µs. The one exception is the rollover of a
-// rolling board that a read of a started period completes when the timer is
-// late (chunks of 250 members, about 1 ms each); it is cut by the timeout
-// like any other work and resumes where it stopped at the next read.
+// model says 6.4-6.8 ms of the work it counts, the estimate up front
+// 7.3-7.6 ms); a top 20 costs 30-55 µs, a member 85-250 µs. The one
+// exception is the rollover of a rolling board that a read of a started
+// period completes when the timer is late (chunks of 250 members, about
+// 1 ms each); it is cut by the timeout like any other work and resumes
+// where it stopped at the next read.
 //
 // Every request's Redis work is bounded in time as well (WithTimeout,
 // default 2 s): when the time is up the request is answered 503 timeout and
