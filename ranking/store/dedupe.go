@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"strconv"
-	"strings"
 )
 
 // Dedupe: how apply.lua remembers message IDs.
@@ -58,9 +57,12 @@ type idKey struct {
 // dedupeKey returns the shard hash and fingerprint of a message ID.
 func dedupeKey(id string) idKey {
 	h := sha256.Sum256([]byte(id))
-	sh := strconv.FormatUint(uint64(binary.BigEndian.Uint32(h[8:12])>>1), 2)
+	var sh [31]byte // 31 binary digits, most significant first
+	for i, x := len(sh)-1, binary.BigEndian.Uint32(h[8:12])>>1; i >= 0; i, x = i-1, x>>1 {
+		sh[i] = '0' + byte(x&1)
+	}
 	return idKey{
-		sh: strings.Repeat("0", 31-len(sh)) + sh,
+		sh: string(sh[:]),
 		fp: strconv.FormatInt(int64(binary.BigEndian.Uint64(h[0:8])), 10),
 	}
 }
