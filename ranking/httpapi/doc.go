@@ -121,8 +121,8 @@
 // model says 6.4-6.8 ms of the work it counts, the estimate up front
 // 7.3-7.6 ms); a top 20 costs 30-55 µs, a member 85-250 µs. The one
 // exception is the rollover of a rolling board that a read of a started
-// period completes when the timer is late (chunks of 250 members, about
-// 1 ms each); it is cut by the timeout like any other work and resumes
+// period completes when the timer is late (chunks of about 128 members,
+// 1-2 ms each); it is cut by the timeout like any other work and resumes
 // where it stopped at the next read.
 //
 // Every request's Redis work is bounded in time as well (WithTimeout,

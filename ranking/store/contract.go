@@ -428,15 +428,15 @@ func (u *updateArgs) add(args []any) []any {
 	return append(args, u.gp, u.member, u.value, u.timeMs, u.base)
 }
 
-// rolloverArgs is the ARGV head of one rollover.lua call; the members of
-// the chunk follow it.
+// rolloverArgs is the ARGV of one rollover.lua call.
 type rolloverArgs struct {
 	lockKey, token string
 	lockTTLMs      int64
-	raise, done    bool   // raise the head to kStart first; the last chunk of S(k)
+	raise          bool   // raise the head to kStart first
+	count          int    // ZSCAN COUNT of the chunk; 0: no chunk (raise only)
 	kStartMs       int64  // start of period k
 	kID            string // its ID
-	cursor         string // ZSCAN cursor after this chunk
+	cursor         string // ZSCAN cursor of S(k-1) the chunk starts from
 	sPrev, sK      string // S(k-1), S(k)
 	pOld, pNew     string // P(k-N), P(k)
 	sTTLMs         int64  // TTL of S(k); 0: kept
@@ -449,11 +449,11 @@ type rolloverArgs struct {
 
 // rolloverFields are rolloverArgs' Lua names, in ARGV order (mids is the
 // count followed by the keys).
-var rolloverFields = []string{"lock", "token", "lockttl", "raise", "done", "kstart", "kid", "cursor",
+var rolloverFields = []string{"lock", "token", "lockttl", "raise", "count", "kstart", "kid", "cursor",
 	"sprev", "sk", "pold", "pnew", "sttl", "mode", "tbits", "wbprev", "wb", "pnewq", "nmid"}
 
 func (r *rolloverArgs) add(args []any) []any {
-	args = append(args, r.lockKey, r.token, r.lockTTLMs, b01(r.raise), b01(r.done), r.kStartMs, r.kID, r.cursor,
+	args = append(args, r.lockKey, r.token, r.lockTTLMs, b01(r.raise), r.count, r.kStartMs, r.kID, r.cursor,
 		r.sPrev, r.sK, r.pOld, r.pNew, r.sTTLMs, int(r.tie), r.tieBits, r.wbPrevQ, r.wbQ, r.pNewQ, len(r.mids))
 	for _, m := range r.mids {
 		args = append(args, m)

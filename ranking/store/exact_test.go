@@ -109,10 +109,29 @@ type exactRun struct {
 	rolled map[string]ranking.Period
 }
 
-func runExact(t *testing.T, rdb redis.UniversalClient, seed int64, events int, span time.Duration) {
+// TestExactnessChunked runs seeds on a Redis that keeps every sorted set
+// as a skiplist (no listpacks), with rollover chunks of 3 members, so that
+// every rollover takes several ZSCAN steps, resumes from cursors and runs
+// between and beside applies.
+func TestExactnessChunked(t *testing.T) {
+	seeds, events, span := exactPlan(t, 501, 6)
+	srv := testenv.NewRedis(t, testenv.RedisOptions{})
+	rdb := srv.Client(t)
+	if err := rdb.ConfigSet(t.Context(), "zset-max-listpack-entries", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Parallel()
+			runExact(t, srv.Client(t), seed, events, span, store.WithRolloverChunk(3))
+		})
+	}
+}
+
+func runExact(t *testing.T, rdb redis.UniversalClient, seed int64, events int, span time.Duration, opts ...store.Option) {
 	ctx := t.Context()
 	boards := oracle.Boards()
-	st, err := store.New(rdb, boards, store.WithPrefix(testenv.Prefix(t)))
+	st, err := store.New(rdb, boards, append([]store.Option{store.WithPrefix(testenv.Prefix(t))}, opts...)...)
 	if err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
 	}

@@ -20,8 +20,9 @@ var ErrRolloverBusy = errors.New("rollover in progress elsewhere")
 
 // Rollover prefills the rolling boards of every dims of board up to and
 // including the period containing at (run it ahead of a boundary with at in
-// the next period). Each member is carried by one atomic chunk script; chunks
-// hold at most WithRolloverChunk members so no call blocks Redis for long.
+// the next period). Each member is carried by one atomic chunk script, one
+// ZSCAN step of S(k-1) of about WithRolloverChunk members, so no call blocks
+// Redis for long.
 // It is idempotent and resumable, and safe to call from several processes:
 // a Redis lock with TTL (fenced by token inside every chunk) lets one do the
 // work; the others skip that board+dims. Non-rolling boards are a no-op.
@@ -152,42 +153,29 @@ func (s *Store) rollPeriod(ctx context.Context, st *boardState, tag, lock, token
 		sPrev: sPrev, sK: Key(s.prefix, tag, KindRolling, k.ID), pOld: Key(s.prefix, tag, KindPeriod, old.ID), pNew: Key(s.prefix, tag, KindPeriod, k.ID),
 		sTTLMs: ttl, tie: st.tieMode, tieBits: st.codec.TieBits, wbPrevQ: ranking.FloorDiv(old.Start.UnixMilli(), unit),
 		wbQ: ranking.FloorDiv(first.Start.UnixMilli(), unit), pNewQ: ranking.FloorDiv(k.Start.UnixMilli(), unit), mids: mids}
-	run := func(raise, done bool, cur uint64, members []string) error {
-		ra.raise, ra.done, ra.cursor = raise, done, strconv.FormatUint(cur, 10)
-		args := ra.add(make([]any, 0, len(rolloverFields)+len(mids)+len(members)))
-		for _, m := range members {
-			args = append(args, m)
+	// run runs one call: count 0 raises the head only; otherwise one
+	// chunk from cursor. It returns the cursor after the chunk.
+	run := func(raise bool, count int, cur uint64) (uint64, error) {
+		ra.raise, ra.count, ra.cursor = raise, count, strconv.FormatUint(cur, 10)
+		res, err := rolloverScript.Run(ctx, s.rdb, []string{s.metaKey(tag)}, ra.add(make([]any, 0, len(rolloverFields)+len(mids)))...).Slice()
+		if err != nil {
+			return 0, err
 		}
-		keys := []string{s.metaKey(tag)}
-		err := rolloverScript.Run(ctx, s.rdb, keys, args...).Err() // EVALSHA, EVAL on NOSCRIPT
-		return err
+		if len(res) != 2 {
+			return 0, fmt.Errorf("rollover: unexpected reply %v", res)
+		}
+		next, _ := res[1].(string)
+		return strconv.ParseUint(next, 10, 64)
 	}
 	// Raise head first: from now on every event of period k-1 also maintains
 	// S(k), so members that appear in S(k-1) during the scan are covered.
-	if err := run(true, false, cursor, nil); err != nil {
+	if _, err := run(true, 0, cursor); err != nil {
 		return err
 	}
 	for {
-		kv, next, err := s.rdb.ZScan(ctx, sPrev, cursor, "", int64(s.chunk)).Result()
-		if err != nil {
+		next, err := run(false, s.chunk, cursor)
+		if err != nil || next == 0 {
 			return err
-		}
-		members := make([]string, 0, len(kv)/2)
-		for i := 0; i < len(kv); i += 2 {
-			members = append(members, kv[i])
-		}
-		done := next == 0
-		for len(members) > s.chunk { // ZSCAN COUNT is only a hint
-			if err := run(false, false, cursor, members[:s.chunk]); err != nil {
-				return err
-			}
-			members = members[s.chunk:]
-		}
-		if err := run(false, done, next, members); err != nil {
-			return err
-		}
-		if next == 0 {
-			return nil
 		}
 		cursor = next
 	}

@@ -97,8 +97,10 @@ func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
 // which bounds how long one call blocks Redis.
 func WithCallSize(n int) Option { return func(s *Store) { s.maxCall = n } }
 
-// WithRolloverChunk sets the members carried per rollover script call
-// (default 250, about 1 ms of Redis time).
+// WithRolloverChunk sets the ZSCAN COUNT of a rollover script call: about
+// that many members of S(k-1) are carried per call (default 128, 1-2 ms of
+// Redis time on a 1M-member board; ZSCAN's COUNT is a hint, and a small
+// S(k-1) kept as a listpack is carried in one call).
 func WithRolloverChunk(n int) Option { return func(s *Store) { s.chunk = n } }
 
 // boardState is a board plus everything derived from it once.
@@ -163,7 +165,7 @@ func newBoardState(b *ranking.Board) (*boardState, error) {
 func New(rdb redis.UniversalClient, boards []*ranking.Board, opts ...Option) (*Store, error) {
 	s := &Store{
 		rdb: rdb, boards: map[string]*boardState{}, prefix: DefaultPrefix, ttl: DefaultDedupeTTL,
-		now: time.Now, log: slog.Default(), maxCall: 500, chunk: 250, lockTTL: 30 * time.Second,
+		now: time.Now, log: slog.Default(), maxCall: 500, chunk: 128, lockTTL: 30 * time.Second,
 		known: map[string]time.Time{}, rollWait: 30 * time.Second, idle: DefaultIdleTimeout,
 	}
 	_, s.cluster = rdb.(*redis.ClusterClient)

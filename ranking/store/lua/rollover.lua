@@ -3,12 +3,18 @@
 --   ZADD NX S(k)[m] = S(k-1)[m] - P(k-N)[m] + P(k)[m]
 -- keeping m only if it has an event in the window (value != 0, or present in
 -- one of P(k-N+1..k)). Runs under the rollover lock (fencing by token).
+-- The chunk is one ZSCAN step of S(k-1) from the cursor, taken here with
+-- its scores, so that a chunk is one round trip and reads S(k-1) in the
+-- same atomic step that writes S(k). ZSCAN returns every member present
+-- for the whole scan at least once; a member returned twice is already in
+-- S(k) the second time.
 --
 -- KEYS[1]  meta hash of the board+dims
--- ARGV     rolloverArgs (contract.go), then the members of the chunk
--- Returns  number of members added
+-- ARGV     rolloverArgs (contract.go)
+-- Returns  {members added, the cursor after this chunk ("0": S(k) is
+--          complete)}
 local meta = KEYS[1]
-local R = {lock = nx(), token = nx(), lockttl = nx(), raise = nn(), done = nn(), kstart = nn(), kid = nx(),
+local R = {lock = nx(), token = nx(), lockttl = nx(), raise = nn(), count = nn(), kstart = nn(), kid = nx(),
            cursor = nx(), sprev = nx(), sk = nx(), pold = nx(), pnew = nx(), sttl = nn(), mode = nn(),
            tbits = nn(), wbprev = nn(), wb = nn(), pnewq = nn(), nmid = nn()}
 if call('GET', R.lock) ~= R.token then return redis.error_reply('ROLLOVER lost lock') end
@@ -24,21 +30,20 @@ local wbPrev, wb, pNewQ = R.wbprev, R.wb, R.pnewq
 local mids = {}
 for i = 1, R.nmid do mids[i] = nx() end
 
+if R.count == 0 then return {0, R.cursor} end -- raising the head only
+
 -- every step reads or writes all the chunk's candidates with one command
+local scan = call('ZSCAN', sPrev, R.cursor, 'COUNT', R.count)
+local next, kv = scan[1], scan[2]
 local ms = {}
-for i = pos, #A do ms[#ms + 1] = A[i] end
+for i = 1, #kv, 2 do ms[#ms + 1] = kv[i] end
 local inK = many('ZMSCORE', sK, ms)
-local cand = {}
-for i, m in ipairs(ms) do
-  if not inK[i] then cand[#cand + 1] = m end
-end
-local prevs = many('ZMSCORE', sPrev, cand)
 local c2, v, q = {}, {}, {}
-for i, m in ipairs(cand) do
-  if prevs[i] then
+for i, m in ipairs(ms) do
+  if not inK[i] then
     local n = #c2 + 1
     c2[n] = m
-    v[n], q[n] = dec(mode, tb, tonumber(prevs[i]))
+    v[n], q[n] = dec(mode, tb, tonumber(kv[2 * i]))
     q[n] = q[n] + wbPrev
   end
 end
@@ -78,11 +83,11 @@ end
 many('ZADD', sK, out, 'NX')
 local added = #out / 2
 if sttl > 0 and call('EXISTS', sK) == 1 then call('PEXPIRE', sK, int(sttl)) end
-if R.done == 1 then
+if next == '0' then
   local rolled = tonumber(call('HGET', meta, META_ROLLED))
   if rolled == nil or rolled < kStart then call('HSET', meta, META_ROLLED, int(kStart)) end
   call('HDEL', meta, META_ROLL_K, META_ROLL_CURSOR)
 else
-  call('HSET', meta, META_ROLL_K, R.kid, META_ROLL_CURSOR, R.cursor)
+  call('HSET', meta, META_ROLL_K, R.kid, META_ROLL_CURSOR, next)
 end
-return added
+return {added, next}
