@@ -82,6 +82,7 @@ func benchFlags(fs *pflag.FlagSet, adjust func(*bench.Options)) cli.RunFunc {
 	fs.DurationVar(&o.LatencyDuration, "latency-duration", 30*time.Second, "how long the latency phase produces")
 	fs.Float64Var(&o.LatencyRate, "latency-rate", 0, "produce `rate` of the latency phase in events/s (default half rankd's drain rate)")
 	fs.DurationVar(&o.PollInterval, "poll-interval", time.Millisecond, "pause between two reads of the latency marker")
+	fs.DurationVar(&o.LatencyCacheTTL, "latency-cache-ttl", 0, "rankd's api.cache_ttl in the latency phase (-1s: no cache; default the config's, 1s)")
 	fs.IntVar(&o.ReadClients, "read-clients", 1000, "`clients` of the reads phase")
 	fs.Float64Var(&o.ReadRate, "read-rate", 20000, "ingestion `rate` (events/s) of the reads phase")
 	fs.DurationVar(&o.ReadDuration, "read-duration", 20*time.Second, "how long each run of the reads phase lasts")

@@ -104,6 +104,9 @@ type Options struct {
 	LatencyRate float64
 	// PollInterval between two polls of the marker's score; default 1ms.
 	PollInterval time.Duration
+	// LatencyCacheTTL, if set, is rankd's api.cache_ttl in the latency
+	// phase (negative: 0, no cache); default the config's.
+	LatencyCacheTTL time.Duration
 	// ReadClients, ReadRate and ReadDuration configure the reads phase
 	// (reads.go): clients, ingestion events/s, seconds per run; default
 	// 1000, 20,000 and 20s.

@@ -60,10 +60,13 @@ func (e *env) startStack(ctx context.Context, cfg *config.Config) (*runningStack
 // caughtUp starts rankd's stack on group and waits until the group has
 // committed everything the topics hold (events of them; 0: whatever they
 // hold); the caller stops it.
-func (e *env) caughtUp(ctx context.Context, phase, group string, events int64) (*runningStack, error) {
+func (e *env) caughtUp(ctx context.Context, phase, group string, events int64, adjust ...func(*config.Config)) (*runningStack, error) {
 	cfg, err := e.config(group, rankdPrefix)
 	if err != nil {
 		return nil, err
+	}
+	for _, f := range adjust {
+		f(cfg)
 	}
 	rs, err := e.startStack(ctx, cfg)
 	if err != nil {

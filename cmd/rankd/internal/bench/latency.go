@@ -56,7 +56,11 @@ const (
 // read returns at most a poll period plus one read's duration after the
 // effect became visible (both reported).
 func (e *env) latency(ctx context.Context, rate float64) (*Latency, error) {
-	rs, err := e.caughtUp(ctx, "latency", rankdGroup, int64(e.o.Events))
+	rs, err := e.caughtUp(ctx, "latency", rankdGroup, int64(e.o.Events), func(cfg *config.Config) {
+		if t := e.o.LatencyCacheTTL; t != 0 {
+			cfg.API.CacheTTL = max(t, 0)
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +178,7 @@ func (e *env) latency(ctx context.Context, rate float64) (*Latency, error) {
 	l := &Latency{Rate: round(rate, 0), ProducedRate: round(float64(n)/producedFor.Seconds(), 0),
 		Seconds: round(producedFor.Seconds(), 2), Events: n, Markers: len(st.sent), LagAtEnd: behind,
 		ProduceP50Ms: ms(quantile(produceDurs, 0.5)),
-		Redis:        pollers[0].stats(st.sent), API: pollers[1].stats(st.sent)}
+		Redis:        pollers[0].stats(st.sent), API: pollers[1].stats(st.sent), CacheTTL: rs.cfg.API.CacheTTL.String()}
 	l.CPU = cpu(before, after, n, int64(updates1-updates0), after.at.Sub(before.at))
 	return l, nil
 }

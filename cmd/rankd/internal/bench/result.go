@@ -195,6 +195,9 @@ type Latency struct {
 	// /v1/boards/{board}/members/{member}.
 	Redis Visible `json:"redis"`
 	API   Visible `json:"api"`
+	// CacheTTL is rankd's api.cache_ttl during the phase: a read of the
+	// API sees the board at most that much (plus one read) late.
+	CacheTTL string `json:"cache_ttl"`
 	CPU
 }
 
@@ -298,8 +301,8 @@ func (r *Result) WriteTable(w io.Writer) {
 		for _, v := range []struct {
 			name string
 			v    Visible
-		}{{"in Redis (ZSCORE)", l.Redis}, {"in the HTTP API (GET member)", l.API}} {
-			fmt.Fprintf(w, "  %-28s p50 %.1f ms, p99 %.1f ms, max %.1f ms (a read every %.2f ms; one read p50 %.2f ms, p99 %.2f ms)\n",
+		}{{"in Redis (ZSCORE)", l.Redis}, {"in the HTTP API (GET member, cache TTL " + l.CacheTTL + ")", l.API}} {
+			fmt.Fprintf(w, "  %-44s p50 %.1f ms, p99 %.1f ms, max %.1f ms (a read every %.2f ms; one read p50 %.2f ms, p99 %.2f ms)\n",
 				v.name, v.v.P50Ms, v.v.P99Ms, v.v.MaxMs, v.v.PollMs, v.v.ReadP50Ms, v.v.ReadP99Ms)
 		}
 	}
