@@ -26,6 +26,11 @@ type API struct {
 	// ConcurrentWrites bounds the responses written to their connections
 	// at once; default 0: twice GOMAXPROCS.
 	ConcurrentWrites int
+	// YieldLatency: the API also yields to ingestion while a batch of the
+	// consumer took longer than this from the fetch of its first message
+	// to its commit; default 150ms; 0: only when the consumer is behind
+	// (its batches leave messages waiting).
+	YieldLatency time.Duration
 }
 
 // Defaults of the api section (the same as httpapi's).
@@ -34,13 +39,14 @@ const (
 	DefaultCacheMaxBytes   = 64 << 20
 	DefaultRedisBudget     = 0.1
 	DefaultConcurrentReads = 8
+	DefaultYieldLatency    = 150 * time.Millisecond
 	// DefaultMaxConns is http.max_conns's default.
 	DefaultMaxConns = 4096
 )
 
 func defaultAPI() API {
 	return API{CacheTTL: DefaultCacheTTL, CacheMaxBytes: DefaultCacheMaxBytes, RedisBudget: DefaultRedisBudget,
-		ConcurrentReads: DefaultConcurrentReads}
+		ConcurrentReads: DefaultConcurrentReads, YieldLatency: DefaultYieldLatency}
 }
 
 // apiFields are the keys of the api section.
@@ -51,6 +57,7 @@ func (l *loader) apiFields(a *API) map[string]field {
 		"redis_budget":      l.float(&a.RedisBudget),
 		"concurrent_reads":  l.integer(&a.ConcurrentReads),
 		"concurrent_writes": l.integer(&a.ConcurrentWrites),
+		"yield_latency":     l.duration(&a.YieldLatency),
 	}
 }
 
@@ -85,6 +92,9 @@ func (l *loader) validateAPI(c *Config) {
 	}
 	if a.ConcurrentWrites < 0 {
 		l.errorf("api.concurrent_writes", "must be 0 (twice GOMAXPROCS) or positive, got %d", a.ConcurrentWrites)
+	}
+	if a.YieldLatency < 0 {
+		l.errorf("api.yield_latency", "must be 0 (yield only when the consumer is behind) or positive, got %v", a.YieldLatency)
 	}
 	if c.HTTP.MaxConns < 16 {
 		l.errorf("http.max_conns", "must be at least 16, got %d", c.HTTP.MaxConns)

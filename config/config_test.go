@@ -414,7 +414,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		{"kafka", "batch, brokers, dead_letter_topic, future_skew, group, heartbeat_interval, max_message_bytes, max_wait, min_bytes, rebalance_timeout, sasl, session_timeout, shutdown_timeout, tls, topics, workers"},
 		{"redis", "addr, addrs, db, dedupe_ttl, password, password_file, pool_size, prefix, sentinel, tls, username"},
 		{"http", "idle_timeout, listen, max_conns, max_header_bytes, metrics_listen, read_header_timeout, read_timeout, token, token_file, write_timeout"},
-		{"api", "cache_max_bytes, cache_ttl, concurrent_reads, concurrent_writes, redis_budget"},
+		{"api", "cache_max_bytes, cache_ttl, concurrent_reads, concurrent_writes, redis_budget, yield_latency"},
 		{"rollover", "interval, lead"},
 	} {
 		t.Run(tt.section, func(t *testing.T) {

@@ -98,3 +98,58 @@ func TestBehind(t *testing.T) {
 	f.waitCommitted(2 * time.Minute)
 	caughtUp("after a backlog ending with a full batch")
 }
+
+// slowSink sleeps delay in every Apply.
+type slowSink struct {
+	inner Sink
+	delay time.Duration
+}
+
+func (s *slowSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLetter, error) {
+	time.Sleep(s.delay)
+	return s.inner.Apply(ctx, msgs)
+}
+
+// TestLatency: a batch whose apply takes 300 ms shows in Latency as at
+// least 300 ms (fetch to commit) for latencyWindow after its commit, then
+// no longer; Latency is 0 before any batch.
+func TestLatency(t *testing.T) {
+	f := newFixture(t, testenv.Redis(t), 1)
+	cfg := f.consumerConfig()
+	cfg.Workers = 1
+	const delay = 300 * time.Millisecond
+	c, err := New(cfg, &slowSink{inner: f.sink(), delay: delay}, WithRegisterer(f.reg), WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Latency(); got != 0 {
+		t.Errorf("latency before any batch: %v, want 0", got)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	f.Produce(f.NewWriter(), world.Workload(9, 50, "latency"))
+	var seen time.Duration
+	var at time.Time
+	for deadline := time.Now().Add(time.Minute); seen == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no batch latency within a minute")
+		}
+		seen, at = c.Latency(), time.Now()
+	}
+	if seen < delay {
+		t.Errorf("latency of a batch applied in %v: %v", delay, seen)
+	}
+	// once no batch is committed, it goes (within the window: 5 s
+	// leaves room for a loaded machine)
+	for c.Latency() != 0 {
+		if time.Since(at) > 5*time.Second {
+			t.Fatalf("latency %v still reported 5 s after the batch (window %v)", c.Latency(), latencyWindow)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -206,6 +206,27 @@ func (c *Consumer) Behind() bool {
 	return false
 }
 
+// latencyWindow is how recent a batch must be to count in Latency.
+const latencyWindow = 250 * time.Millisecond
+
+// Latency is the longest a worker's last batch took from the fetch of its
+// first message to its commit, among the batches committed in the last
+// 250 ms (0: none): the part of event-to-visible latency this process
+// adds. The API yields while it is high (httpapi.WithPriority).
+func (c *Consumer) Latency() time.Duration {
+	c.mu.Lock()
+	ws := c.workers
+	c.mu.Unlock()
+	var most int64
+	now := mono()
+	for _, w := range ws {
+		if now-w.latestAt.Load() <= int64(latencyWindow) {
+			most = max(most, w.latency.Load())
+		}
+	}
+	return time.Duration(most)
+}
+
 // watchLag sets rankd_consumer_lag_messages every LagInterval until ctx is
 // done.
 func (c *Consumer) watchLag(ctx context.Context) {

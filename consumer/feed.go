@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 )
@@ -29,11 +30,19 @@ type feedPart struct {
 	cancel context.CancelFunc // nil: stopped
 }
 
-// fed is a message and the epoch of the reader that fetched it.
+// fed is a message, the epoch of the reader that fetched it and when it
+// was fetched (mono).
 type fed struct {
 	m     kafka.Message
 	epoch int
+	at    int64
 }
+
+// processStart is the origin of mono.
+var processStart = time.Now()
+
+// mono is the monotonic clock in ns since processStart.
+func mono() int64 { return int64(time.Since(processStart)) }
 
 func newFeed(ctx context.Context, cfg Config, log *slog.Logger) *feed {
 	return &feed{ctx: ctx, cfg: cfg, log: log, ch: make(chan fed, cfg.QueueCapacity), part: map[partitionKey]*feedPart{}}
@@ -127,7 +136,7 @@ func (f *feed) read(ctx context.Context, k partitionKey, offset int64, epoch int
 		}
 		failures = 0
 		select {
-		case f.ch <- fed{m: m, epoch: epoch}:
+		case f.ch <- fed{m: m, epoch: epoch, at: mono()}:
 		case <-ctx.Done():
 			return
 		}

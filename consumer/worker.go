@@ -30,6 +30,8 @@ type worker struct {
 	dlq      *DeadLetterWriter
 	joined   atomic.Bool
 	behind   atomic.Bool                   // the last batch left messages waiting (Consumer.Behind)
+	latency  atomic.Int64                  // ns from the fetch of the last batch's first message to its commit (Consumer.Latency)
+	latestAt atomic.Int64                  // when that batch was committed (mono)
 	stop     context.Context               // Run's: done when the worker stops
 	gens     atomic.Int64                  // generations joined
 	progress *atomic.Int64                 // the consumer's time of the last successful commit (unix ns)
@@ -214,6 +216,9 @@ func (w *worker) generation(ctx, gctx, hard context.Context, gen *kafka.Generati
 			if err := w.process(lctx, hard, gen, f, b); err != nil {
 				return err
 			}
+			now := mono()
+			w.latency.Store(now - b.first)
+			w.latestAt.Store(now)
 			b.reset()
 		}
 		if lctx.Err() != nil {
@@ -378,7 +383,7 @@ func (w *worker) fill(ctx context.Context, f *feed, b *batch, wake <-chan time.T
 		select {
 		case m := <-f.ch:
 			if f.current(m) {
-				w.add(b, m.m)
+				w.add(b, m)
 			}
 		case <-wake:
 			return true
@@ -395,7 +400,7 @@ func (w *worker) fill(ctx context.Context, f *feed, b *batch, wake <-chan time.T
 		select {
 		case m := <-f.ch:
 			if f.current(m) {
-				w.add(b, m.m)
+				w.add(b, m)
 			}
 		case <-linger.C:
 			return false
@@ -406,7 +411,11 @@ func (w *worker) fill(ctx context.Context, f *feed, b *batch, wake <-chan time.T
 	return false
 }
 
-func (w *worker) add(b *batch, m kafka.Message) {
+func (w *worker) add(b *batch, f fed) {
+	m := f.m
+	if len(b.msgs) == 0 {
+		b.first = f.at
+	}
 	c := w.topics[m.Topic]
 	if c == nil {
 		c = w.m.messages.WithLabelValues(m.Topic)
@@ -585,6 +594,7 @@ type batch struct {
 	msgs               []kafka.Message
 	bytes              int
 	maxCount, maxBytes int
+	first              int64 // when its first message was fetched (mono)
 }
 
 func (b *batch) add(m kafka.Message) {

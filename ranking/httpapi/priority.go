@@ -14,8 +14,9 @@ import (
 // and a cached read costs the process about as much as a few events
 // (net/http and the system calls, not Redis): a thousand clients polling in
 // a closed loop can take all of it. With WithPriority the API yields: every
-// tick (100 ms) it asks whether the consumer is behind (its batches leave
-// messages waiting), and while it is, it lowers the rate of responses it
+// tick (100 ms) it asks whether the consumer is behind (for rankd run: its
+// batches leave messages waiting, or take longer than api.yield_latency
+// from fetch to commit), and while it is, it lowers the rate of responses it
 // starts to 70% of what it served in the tick (not below minRate); once
 // the consumer keeps up again the rate grows by a quarter per tick, and the
 // limit goes once it no longer binds. A request over the rate waits,
