@@ -36,6 +36,11 @@ const (
 	// DefaultReads is how many reads run their Redis work at once
 	// (WithConcurrentReads).
 	DefaultReads = 8
+	// hotReads are the slots beyond WithConcurrentReads that only the
+	// refreshes of hot cache entries take (cache.go): a page many readers
+	// poll is read again without waiting behind the misses of pages one
+	// reader asked for.
+	hotReads = 2
 	// assumedMembers is the board size an estimate assumes before a read
 	// of the board told it.
 	assumedMembers = 1_000_000

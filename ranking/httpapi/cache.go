@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"container/list"
+	"context"
 	"hash/fnv"
 	"hash/maphash"
 	"net/http"
@@ -22,7 +23,11 @@ import (
 // (singleflight). Once an entry has expired, the first request to find it
 // reads it again and waits for the read; those that come while it reads
 // are served the expired entry at once, as the pages their clients last
-// saw ("stale"), instead of waiting all for the same read. An entry
+// saw ("stale"), instead of waiting all for the same read. The read of an
+// expired entry that others hit since it was stored (hot) may also take
+// one of hotReads slots beyond the concurrent reads, so that a page many
+// readers poll is not read again behind the misses of pages one reader
+// asked for. An entry
 // is never served past the end of the board's period that was current when
 // it was read, so that a new period never serves the last one's page
 // ("current" and "previous" move on at once). So a reader sees the board
@@ -82,7 +87,29 @@ type cached struct {
 	// refreshing is set while a request reads the entry again, once it
 	// expired: meanwhile the others are served this one (stale)
 	refreshing atomic.Bool
+	// hits counts the fresh hits, up to hotHits: an entry with hotHits is
+	// hot, read by others than the request that stored it, and its
+	// refresh takes the hot slots (hotReads) if the others are all taken
+	hits atomic.Int32
 }
+
+// hotHits is the fresh hits that make an entry hot.
+const hotHits = 2
+
+// hit counts a fresh hit of e; past hotHits it only reads the counter, so
+// that the hottest entry's cache line is not written by every hit.
+func (e *cached) hit() {
+	if e.hits.Load() < hotHits {
+		e.hits.Add(1)
+	}
+}
+
+// hotKey marks the context of a hot entry's refresh.
+type hotKey struct{}
+
+func withHot(ctx context.Context) context.Context { return context.WithValue(ctx, hotKey{}, true) }
+
+func isHot(ctx context.Context) bool { return ctx.Value(hotKey{}) != nil }
 
 func (e *cached) size() int { return len(e.key.path) + len(e.key.query) + len(e.body) + entryOverhead }
 

@@ -144,6 +144,7 @@ func (s *server) cachedEntry(route string, body func(*http.Request) ([]byte, err
 	}
 	key := cacheKey{path: r.URL.EscapedPath(), query: r.URL.RawQuery}
 	old, fresh := s.cache.get(key, s.clock().UnixNano(), s.storeNow())
+	hot := false
 	switch {
 	case old == nil:
 		if err := s.admit(r); err != nil {
@@ -157,6 +158,7 @@ func (s *server) cachedEntry(route string, body func(*http.Request) ([]byte, err
 			s.m.hit.Inc()
 		}
 		s.cache.hits.Add(1)
+		old.hit()
 		return old, nil
 	case !old.refreshing.CompareAndSwap(false, true):
 		if err := s.admit(r); err != nil {
@@ -168,6 +170,7 @@ func (s *server) cachedEntry(route string, body func(*http.Request) ([]byte, err
 		// this request reads it again, without waiting for its turn;
 		// the others get old meanwhile
 		defer old.refreshing.Store(false) // the new entry replaces it, unless the read fails
+		hot = old.hits.Load() >= hotHits
 	}
 	// The flight includes the current period id: reads on each side
 	// of a period's end are not the same read.
@@ -177,7 +180,11 @@ func (s *server) cachedEntry(route string, body func(*http.Request) ([]byte, err
 		led = true
 		// one request reads for all who wait: its client leaving must
 		// not fail theirs (the read's own timeout still applies)
-		b, err := body(r.WithContext(context.WithoutCancel(r.Context())))
+		ctx := context.WithoutCancel(r.Context())
+		if hot {
+			ctx = withHot(ctx)
+		}
+		b, err := body(r.WithContext(ctx))
 		if err != nil {
 			return nil, err
 		}
@@ -244,6 +251,7 @@ func (s *server) serveHit(w http.ResponseWriter, r *http.Request) bool {
 	var status int
 	if fresh {
 		s.cache.hits.Add(1)
+		e.hit()
 		status = s.cache.serve(w, r, e)
 		if s.m != nil {
 			s.m.hit.Inc()

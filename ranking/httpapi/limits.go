@@ -146,9 +146,17 @@ func (s *server) read(r *http.Request, route string, expensive bool, est estimat
 			return s.limitError(ctx, r, err)
 		}
 	}
+	var slot chan struct{} // the concurrent-read slot taken
 	if s.reads != nil {
+		hot := s.hot
+		if !isHot(ctx) {
+			hot = nil // a nil channel's case never runs
+		}
 		select {
 		case s.reads <- struct{}{}:
+			slot = s.reads
+		case hot <- struct{}{}:
+			slot = hot
 		case <-ctx.Done():
 			if expensive {
 				<-s.slots
@@ -165,8 +173,8 @@ func (s *server) read(r *http.Request, route string, expensive bool, est estimat
 			if p := recover(); p != nil { // as net/http would for the handler
 				err = fmt.Errorf("panic reading the board: %v\n%s", p, debug.Stack())
 			}
-			if s.reads != nil {
-				<-s.reads
+			if slot != nil {
+				<-slot
 			}
 			if expensive {
 				<-s.slots // before the answer: a client's next read finds the slot free

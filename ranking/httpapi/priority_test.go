@@ -162,3 +162,57 @@ func TestRefreshSkipsAdmission(t *testing.T) {
 		t.Errorf("reading the expired entry again: %d %s (%d reads), want 200 with the second read", code, body, fs.tops.Load())
 	}
 }
+
+// gatedStore's Top of limit 7 waits for gate, after saying so on entered.
+type gatedStore struct {
+	fakeStore
+	entered, gate chan struct{}
+}
+
+func (g *gatedStore) Top(ctx context.Context, board string, dims []string, period string, limit int, mode store.RankMode) (store.Page, error) {
+	if limit == 7 {
+		g.entered <- struct{}{}
+		<-g.gate
+	}
+	return g.fakeStore.Top(ctx, board, dims, period, limit, mode)
+}
+
+// TestHotRefreshSkipsQueue: with the one concurrent-read slot held by a
+// read that one client asked for, the refresh of an entry that other
+// readers hit (hot) still goes through, on a hot slot; the refresh of an
+// entry nobody else read waits for the slot, here until its timeout.
+func TestHotRefreshSkipsQueue(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	gs := &gatedStore{entered: make(chan struct{}), gate: make(chan struct{})}
+	h := New(gs, WithCache(time.Second, 1<<20), WithConcurrentReads(1), WithTimeout(300*time.Millisecond),
+		WithClock(func() time.Time { return time.Unix(0, clock.Load()) }))
+	get := func(u string) (int, string) {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, u, nil))
+		return w.Code, w.Body.String()
+	}
+	for i, u := range []string{"/v1/boards/t/top", "/v1/boards/t/top", "/v1/boards/t/top", "/v1/boards/t/top?limit=5"} {
+		if code, _ := get(u); code != 200 {
+			t.Fatalf("read %d (%s): %d", i, u, code)
+		}
+	}
+	if n := gs.tops.Load(); n != 2 {
+		t.Fatalf("%d store reads for two entries", n)
+	}
+	held := make(chan int, 1)
+	go func() {
+		code, _ := get("/v1/boards/t/top?limit=7")
+		held <- code
+	}()
+	<-gs.entered                  // the slot is taken
+	clock.Add(int64(time.Second)) // both entries expire
+	if code, body := get("/v1/boards/t/top"); code != 200 || !strings.Contains(body, `"raw":3`) {
+		t.Errorf("refresh of the hot entry with the slot held: %d %s, want 200 with the third store read", code, body)
+	}
+	if code, body := get("/v1/boards/t/top?limit=5"); code != 503 || !strings.Contains(body, `"code":"timeout"`) {
+		t.Errorf("refresh of an entry nobody else read, with the slot held: %d %s, want 503 timeout", code, body)
+	}
+	close(gs.gate)
+	<-held // held past its own timeout: 503 timeout, or 200 if it ended first
+}

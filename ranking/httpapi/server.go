@@ -90,6 +90,7 @@ type server struct {
 	budget *budget       // budget.go; nil: off
 	sizes  *sizes        // member counts seen, for estimates
 	reads  chan struct{} // one per read whose Redis work runs; nil: no bound
+	hot    chan struct{} // hotReads more, for refreshes of entries read by others (hot)
 
 	clock      func() time.Time
 	storeClock interface{ Now() time.Time } // the store's, if it has one
@@ -159,6 +160,7 @@ func New(st Store, opts ...Option) http.Handler {
 	}
 	if c.reads > 0 {
 		s.reads = make(chan struct{}, c.reads)
+		s.hot = make(chan struct{}, hotReads)
 	}
 	if c.serving > 0 {
 		s.serving = make(chan struct{}, c.serving)
