@@ -116,6 +116,9 @@ type Options struct {
 	// ReadWrites is rankd's api.concurrent_writes in every phase; 0: the
 	// default (twice GOMAXPROCS).
 	ReadWrites int
+	// YieldLatency, if set, is rankd's api.yield_latency in every phase
+	// (negative: 0, off); default the config's.
+	YieldLatency time.Duration
 	// Skip lists phases not to run (see Phases).
 	Skip []string
 	// CPUProfile, if set, is the file the CPU profile of the rankd drain
@@ -500,6 +503,9 @@ func (e *env) config(group, prefix string) (*config.Config, error) {
 	cfg.Redis.Addr, cfg.Redis.Addrs, cfg.Redis.Password, cfg.Redis.DB = e.redisAddr, nil, "", 0
 	cfg.HTTP.Listen = "127.0.0.1:0"
 	cfg.API.ConcurrentWrites = e.o.ReadWrites
+	if t := e.o.YieldLatency; t != 0 {
+		cfg.API.YieldLatency = max(t, 0)
+	}
 	return cfg, nil
 }
 

@@ -42,6 +42,7 @@ type Reads struct {
 	CacheTTL string     `json:"cache_ttl"`
 	Budget   float64    `json:"redis_budget"`
 	Writes   int        `json:"concurrent_writes"` // 0: twice GOMAXPROCS
+	Yield    string     `json:"yield_latency"`
 	Runs     []ReadsRun `json:"runs"`
 }
 
@@ -158,7 +159,8 @@ func (e *env) reads(ctx context.Context) (*Reads, error) {
 	}
 
 	out := &Reads{Clients: e.o.ReadClients, Members: readsMembers, Rate: e.o.ReadRate, Seconds: e.o.ReadDuration.Seconds(),
-		CacheTTL: cfg.API.CacheTTL.String(), Budget: cfg.API.RedisBudget, Writes: cfg.API.ConcurrentWrites}
+		CacheTTL: cfg.API.CacheTTL.String(), Budget: cfg.API.RedisBudget, Writes: cfg.API.ConcurrentWrites,
+		Yield: cfg.API.YieldLatency.String()}
 	top := []string{"/v1/boards/" + readsBoard + "/top?limit=20"}
 	// the mix: 20 requests per client, members spread over the board
 	var mix []string
@@ -365,8 +367,8 @@ func (r *Reads) Write(w io.Writer) {
 	if r.Writes > 0 {
 		writes = strconv.Itoa(r.Writes)
 	}
-	fmt.Fprintf(w, "\nreads: %d clients in a child process, a %d-member board, ingestion at %.0f events/s, %.0f s per run, cache TTL %s, budget %g, concurrent writes %s\n",
-		r.Clients, r.Members, r.Rate, r.Seconds, r.CacheTTL, r.Budget, writes)
+	fmt.Fprintf(w, "\nreads: %d clients in a child process, a %d-member board, ingestion at %.0f events/s, %.0f s per run, cache TTL %s, budget %g, concurrent writes %s, yield latency %s\n",
+		r.Clients, r.Members, r.Rate, r.Seconds, r.CacheTTL, r.Budget, writes, r.Yield)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "run\tload avg\treads/s\tp50 ms\tp99 ms\t503\terrors\thit\tproduced\tingested\tshare\tlag\tvis p99 redis\tvis p99 api\tpoll p99\tredis\trankd cpu\tloadgen cpu\tbroker cpu\t")
 	for _, x := range r.Runs {
