@@ -150,12 +150,10 @@ func New(cfg *config.Config, log *slog.Logger, tune Tuning) (*Stack, error) {
 		_ = rdb.Close()
 		return nil, err
 	}
-	// the API yields to the consumer when it falls behind, or its batches
-	// take longer than api.yield_latency
-	yield := func() bool {
-		return cons.Behind() || (cfg.API.YieldLatency > 0 && cons.Latency() > cfg.API.YieldLatency)
-	}
-	api := httpapi.New(st, append([]httpapi.Option{httpapi.WithRegisterer(reg), httpapi.WithLogger(log), httpapi.WithPriority(yield)},
+	// the API yields to the consumer when it falls behind, and gently
+	// while its batches take longer than api.yield_latency
+	api := httpapi.New(st, append([]httpapi.Option{httpapi.WithRegisterer(reg), httpapi.WithLogger(log), httpapi.WithPriority(cons.Behind),
+		httpapi.WithLatencyTarget(cons.Latency, cfg.API.YieldLatency)},
 		apiOptions(cfg.API)...)...)
 	metrics := GetOnly(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	// /readyz answers from the last background ping, never waiting for Redis

@@ -14,10 +14,11 @@ import (
 // and a cached read costs the process about as much as a few events
 // (net/http and the system calls, not Redis): a thousand clients polling in
 // a closed loop can take all of it. With WithPriority the API yields: every
-// tick (100 ms) it asks whether the consumer is behind (for rankd run: its
-// batches leave messages waiting, or take longer than api.yield_latency
-// from fetch to commit), and while it is, it lowers the rate of responses it
-// starts to 70% of what it served in the tick (not below minRate); once
+// tick (100 ms) it asks whether the consumer is behind (its batches leave
+// messages waiting), and while it is, it lowers the rate of responses it
+// starts to 70% of what it served in the tick (not below minRate); while
+// the consumer is only slow (WithLatencyTarget: its batches took longer
+// than api.yield_latency from fetch to commit), to 90%; once
 // the consumer keeps up again the rate grows by a quarter per tick, and the
 // limit goes once it no longer binds. A request over the rate waits,
 // parked (it costs nothing), for its turn: its client, which sends its next
@@ -42,10 +43,21 @@ const (
 // the API slows the responses it starts (see above).
 func WithPriority(behind func() bool) Option { return func(c *config) { c.behind = behind } }
 
+// WithLatencyTarget makes the API also yield, gently, while the
+// consumer's batches are slow: while latency (consumer.Consumer.Latency)
+// is above target, the rate of responses started goes to 90% of the
+// tick's every tick (not below minRate), and it grows back by a quarter per
+// tick once latency is under target. It needs WithPriority. target <= 0:
+// off.
+func WithLatencyTarget(latency func() time.Duration, target time.Duration) Option {
+	return func(c *config) { c.latency, c.latencyTarget = latency, target }
+}
+
 // governor is the rate limit of the responses started. Without a limit
 // (most of the time) a request costs it two atomic operations.
 type governor struct {
 	behind func() bool
+	slow   func() bool // nil: never
 	now    func() time.Time
 
 	served atomic.Int64  // responses started in this tick
@@ -120,6 +132,11 @@ func (g *governor) adjust(now time.Time) {
 			rate = min(rate, limit)
 		}
 		limit = max(0.7*rate, minRate)
+	case g.slow != nil && g.slow():
+		if limit > 0 {
+			rate = min(rate, limit)
+		}
+		limit = max(0.9*rate, minRate)
 	case limit == 0:
 	case rate < limit/2:
 		limit = 0 // it no longer binds

@@ -97,6 +97,45 @@ func TestGovernor(t *testing.T) {
 	}
 }
 
+// TestGovernorSlow: while the consumer is slow (not behind), the limit
+// goes to 90% of the tick's rate, not 70%; behind wins over slow; once
+// neither, it grows by a quarter per tick.
+func TestGovernorSlow(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var behind, slow atomic.Bool
+	g := newGovernor(behind.Load, func() time.Time { return now })
+	g.slow = slow.Load
+	limit := func() float64 { return math.Float64frombits(g.limit.Load()) }
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	tick := func(n int) {
+		t.Helper()
+		g.next = time.Time{}
+		for range n - 1 {
+			_ = g.admit(ctx, now)
+		}
+		now = now.Add(priorityTick)
+		_ = g.admit(ctx, now)
+	}
+	slow.Store(true)
+	tick(2000) // 20,000/s while slow: 90% of it
+	if want := 0.9 * 2000 / priorityTick.Seconds(); math.Abs(limit()-want) > 1e-6 {
+		t.Fatalf("limit %v while slow, want %v", limit(), want)
+	}
+	behind.Store(true)
+	tick(2000) // behind and slow: 70% of the limit it served at most
+	if want := 0.7 * 0.9 * 2000 / priorityTick.Seconds(); math.Abs(limit()-want) > 1e-6 {
+		t.Fatalf("limit %v while behind and slow, want %v", limit(), want)
+	}
+	behind.Store(false)
+	slow.Store(false)
+	before := limit()
+	tick(int(before * priorityTick.Seconds())) // at the limit, neither: a quarter more
+	if want := 1.25 * before; math.Abs(limit()-want) > 1e-6 {
+		t.Fatalf("limit %v once neither, want %v", limit(), want)
+	}
+}
+
 // TestDefaultBudgetHoldsCostliestRead: at the default share the bucket
 // holds the estimate of the costliest read on a board of the assumed size,
 // so that no read is refused too_expensive by default.

@@ -34,6 +34,9 @@ type config struct {
 	clock      func() time.Time
 	serving    int
 	behind     func() bool
+	// latency and latencyTarget: WithLatencyTarget
+	latency       func() time.Duration
+	latencyTarget time.Duration
 }
 
 // WithLogger sets the logger of store failures (default slog.Default()).
@@ -167,6 +170,9 @@ func New(st Store, opts ...Option) http.Handler {
 	}
 	if c.behind != nil {
 		s.gov = newGovernor(c.behind, c.clock)
+		if c.latency != nil && c.latencyTarget > 0 {
+			s.gov.slow = func() bool { return c.latency() > c.latencyTarget }
+		}
 	}
 	if c.reg != nil {
 		s.m = newMetrics(c.reg, s)
