@@ -1,0 +1,130 @@
+package ingest
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestParseIntBytes: the copy-free parse of plain integers agrees with
+// parseInt, values and errors, on both sides of its 18-digit limit.
+func TestParseIntBytes(t *testing.T) {
+	ins := []string{"0", "-0", "7", "-7", "120", "999999999999999999", "-999999999999999999",
+		"1000000000000000000", "9223372036854775807", "-9223372036854775808", "9223372036854775808",
+		"-9223372036854775809", "1.0", "1e3", "1.5", "-2.50e1", "123456789012345678901234"}
+	for d := 1; d <= 19; d++ {
+		ins = append(ins, "1"+fmt.Sprintf("%0*d", d-1, 0), "-"+strconv.Itoa(d)+fmt.Sprintf("%0*d", d-1, 0))
+	}
+	for _, in := range ins {
+		got, gerr := parseIntBytes([]byte(in))
+		want, werr := parseInt(in)
+		if got != want || fmt.Sprint(gerr) != fmt.Sprint(werr) || Reason(gerr) != Reason(werr) {
+			t.Errorf("parseIntBytes(%s) = %d, %v; parseInt: %d, %v", in, got, gerr, want, werr)
+		}
+	}
+}
+
+// TestEventFields: a decoded event's Fields and Field give every field of
+// the schema typed as declared, defaults included; an event of NewEvent
+// gives its map.
+func TestEventFields(t *testing.T) {
+	s := &Schema{IDField: "id", TSField: "ts", Fields: []Field{
+		{Name: "name", Type: TypeString}, {Name: "n", Type: TypeInt, Default: int64(5)},
+		{Name: "x", Type: TypeFloat}, {Name: "ok", Type: TypeBool}, {Name: "num_id", Type: TypeString},
+		{Name: "esc", Type: TypeString}, {Name: "f", Type: TypeBool, Default: true},
+	}}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := s.Decode("t", 1, 2, []byte(`{"id":"e1","ts":1000,"name":"ann","x":-2.5,"ok":true,"num_id":12,"esc":"a\"b","f":null}`), nil, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"id": "e1", "ts": int64(1000), "name": "ann", "n": int64(5), "x": -2.5, "ok": true,
+		"num_id": "12", "esc": `a"b`, "f": true}
+	if got := ev.Fields(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Fields = %#v, want %#v", got, want)
+	}
+	for k, v := range want {
+		if got, ok := ev.Field(k); !ok || got != v {
+			t.Errorf("Field(%q) = %#v, %v; want %#v", k, got, ok, v)
+		}
+	}
+	if v, ok := ev.Field("nope"); ok || v != nil {
+		t.Errorf("Field(nope) = %v, %v", v, ok)
+	}
+	if !slices.Equal(ev.Missing, []string{"n", "f"}) {
+		t.Errorf("Missing = %q", ev.Missing)
+	}
+	ev.Fields()["name"] = "changed"
+	if v, _ := ev.Field("name"); v != "ann" {
+		t.Errorf("Fields is not a copy: name = %v", v)
+	}
+
+	hand := NewEvent("t", "h1", time.UnixMilli(1), map[string]any{"n": int64(3)})
+	if got := hand.Fields(); !reflect.DeepEqual(got, map[string]any{"n": int64(3)}) {
+		t.Errorf("NewEvent Fields = %#v", got)
+	}
+	if v, ok := hand.Field("n"); !ok || v != int64(3) {
+		t.Errorf("NewEvent Field(n) = %v, %v", v, ok)
+	}
+	if _, ok := hand.Field("x"); ok {
+		t.Error("NewEvent Field(x) exists")
+	}
+}
+
+// TestRouteOtherSchema: an event decoded with a schema whose fields differ
+// from the router's (another order, a field fewer) routes like one built by
+// hand with its fields; a schema with the same fields routes by position.
+func TestRouteOtherSchema(t *testing.T) {
+	r := testRouter(t)
+	value := `{"id":"g9","ts":1763700000000,"user_id":"u1","anchor_id":"a1","room_id":"r1","zone":"z1","gift_id":"ice_castle","count":2,"coins":520}`
+	want, err := r.Route(decodeT(t, "gift", value))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != 7 {
+		t.Fatalf("%d updates: %s", len(want), brief(want))
+	}
+	same := testSchemas(t)["gift"]
+	other := *same
+	other.Fields = slices.Clone(same.Fields)
+	slices.Reverse(other.Fields)
+	fewer := *same
+	fewer.Fields = slices.DeleteFunc(slices.Clone(same.Fields), func(f Field) bool { return f.Name == "gift_id" })
+	for name, s := range map[string]*Schema{"same": same, "reordered": &other, "fewer": &fewer} {
+		ev, err := s.Decode("gift", 0, 7, []byte(value), nil, testNow.Add(-time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.Route(ev)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		w := want
+		if name == "fewer" { // no gift_id: not an ice castle
+			w = want[2:]
+		}
+		if brief(got) != brief(w) || !reflect.DeepEqual(got, w) {
+			t.Errorf("%s: %s, want %s", name, brief(got), brief(w))
+		}
+	}
+}
+
+// TestRouteEnvVariable: expressions that read fields through $env see them
+// (the environment of a decoded event otherwise holds only the fields the
+// expressions name).
+func TestRouteEnvVariable(t *testing.T) {
+	r := testRouter(t, Route{Topic: "game", When: `$env.ok`, Member: `$env["player"]`, Score: "$env.level + len($env)",
+		Boards: []string{"anchor_total"}})
+	ups, err := r.Route(decodeT(t, "game", `{"player":"p1","level":3,"ok":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := brief(ups); got != "anchor_total[] p1 11; " {
+		t.Fatalf("updates %s", got)
+	}
+}
