@@ -51,6 +51,7 @@ func BenchmarkSinkPlan(b *testing.B) {
 	for b.Loop() {
 		p := sink.plan(msgs, start)
 		ups = len(p.ups)
+		sink.release(&p) // as Apply does
 	}
 	if ups == 0 {
 		b.Fatal("no updates")
