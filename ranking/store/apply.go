@@ -17,8 +17,7 @@ type call struct {
 	groups map[string]*callGroup // by tag
 	gorder []*callGroup
 	events [][]int      // per event: indexes of its updates in the Apply input
-	ids    []string     // per event: its message ID
-	keys   []idKey      // per event: where its ID is held (dedupe.go)
+	evs    []eventArgs  // per event: its ID, where the ID is held (dedupe.go), its number of updates
 	ups    []updateArgs // the events' updates, in order
 	nups   int
 	view   *Store // the generation it writes
@@ -202,7 +201,7 @@ func (s *Store) applyAll(ctx context.Context, evs []Event, spans []Span, marks [
 		p.view.knownMu.Lock()
 		for board, tags := range p.tags {
 			for _, tag := range tags {
-				if k := board + "\x00" + tag.(string); p.view.known[k].IsZero() {
+				if k := (dimsKey{board, tag.(string)}); p.view.known[k].IsZero() {
 					p.view.known[k] = time.Now()
 				}
 			}
@@ -391,9 +390,10 @@ func (s *Store) plan(evs []Event, n int) ([]*call, map[string][]any, error) {
 	var calls []*call
 	open := map[int]*call{} // slot -> call being filled
 	newTags := map[string][]any{}
-	seenTag := map[string]bool{}
+	seenTag := map[dimsKey]bool{}
 	tags := make([]string, len(ups))
 	slots := make([]int, len(ups))
+	seq := make([]int, len(ups)) // seq[i] == i: the updates of an event in one slot
 	for i, u := range ups {
 		st, err := s.board(u.Board)
 		if err != nil {
@@ -402,15 +402,22 @@ func (s *Store) plan(evs []Event, n int) ([]*call, map[string][]any, error) {
 		if len(u.Dims) != len(st.b.Dims) {
 			return nil, nil, fmt.Errorf("board %q: %d dims values, want %d", u.Board, len(u.Dims), len(st.b.Dims))
 		}
-		if i > 0 && ups[i-1].Board == u.Board && sameDims(ups[i-1].Dims, u.Dims) {
+		seq[i] = i
+		switch {
+		case i > 0 && ups[i-1].Board == u.Board && sameDims(ups[i-1].Dims, u.Dims):
 			tags[i], slots[i] = tags[i-1], slots[i-1]
-		} else {
+		case len(u.Dims) == 0:
+			tags[i] = st.tag
+			if s.cluster {
+				slots[i] = st.slot
+			}
+		default:
 			tags[i] = Tag(u.Board, u.Dims)
 			if s.cluster {
 				slots[i] = Slot("{" + tags[i] + "}")
 			}
 		}
-		k := u.Board + "\x00" + tags[i]
+		k := dimsKey{u.Board, tags[i]}
 		if !seenTag[k] {
 			seenTag[k] = true
 			s.knownMu.Lock()
@@ -425,10 +432,24 @@ func (s *Store) plan(evs []Event, n int) ([]*call, map[string][]any, error) {
 			}
 		}
 	}
+	add := func(e int, slot int, idx []int) {
+		c := open[slot]
+		if c == nil || c.nups+len(idx) > s.maxCall {
+			c = &call{slot: slot, groups: map[string]*callGroup{}}
+			open[slot] = c
+			calls = append(calls, c)
+		}
+		c.addEvent(s, evs[e].ID, ups, tags, idx)
+	}
 	start := 0
 	for e := range evs {
 		end := start + len(evs[e].Updates)
 		// one event: ups[start:end], split by slot
+		if end > start && oneSlot(slots[start:end]) {
+			add(e, slots[start], seq[start:end:end])
+			start = end
+			continue
+		}
 		var bySlot map[int][]int
 		for i := start; i < end; i++ {
 			if bySlot == nil {
@@ -442,17 +463,21 @@ func (s *Store) plan(evs []Event, n int) ([]*call, map[string][]any, error) {
 				continue
 			}
 			delete(bySlot, slots[i])
-			c := open[slots[i]]
-			if c == nil || c.nups+len(idx) > s.maxCall {
-				c = &call{slot: slots[i], groups: map[string]*callGroup{}}
-				open[slots[i]] = c
-				calls = append(calls, c)
-			}
-			c.addEvent(s, evs[e].ID, ups, tags, idx)
+			add(e, slots[i], idx)
 		}
 		start = end
 	}
 	return calls, newTags, nil
+}
+
+// oneSlot reports whether every slot of slots is the first one.
+func oneSlot(slots []int) bool {
+	for _, sl := range slots[1:] {
+		if sl != slots[0] {
+			return false
+		}
+	}
+	return true
 }
 
 func sameDims(a, b []string) bool {
@@ -470,8 +495,7 @@ func sameDims(a, b []string) bool {
 func (c *call) addEvent(s *Store, id string, ups []*ranking.Update, tags []string, idx []int) {
 	c.events = append(c.events, idx)
 	c.nups += len(idx)
-	c.ids = append(c.ids, id)
-	c.keys = append(c.keys, dedupeKey(id))
+	c.evs = append(c.evs, eventArgs{id: id, n: len(idx), idKey: dedupeKey(id)})
 	for _, i := range idx {
 		u := ups[i]
 		g := c.groups[tags[i]]
@@ -510,7 +534,7 @@ func (c *call) addEvent(s *Store, id string, ups []*ranking.Update, tags []strin
 func (c *call) args(s *Store, head positionArgs, spans []spanArgs, marks []markArgs) []any {
 	remap := make([][]int, len(c.gorder)) // group -> old index -> new index
 	args := make([]any, 0, 12+len(spanFields)*len(spans)+len(markFields)*len(marks)+len(dedupeFields)+len(c.gorder)*8+
-		len(eventFields)*len(c.ids)+len(updateFields)*len(c.ups))
+		len(eventFields)*len(c.evs)+len(updateFields)*len(c.ups))
 	args = append(args, s.prefix, s.dedupePrefix(c.slot))
 	args = head.add(args)
 	for i := range spans {
@@ -571,18 +595,18 @@ func (c *call) args(s *Store, head positionArgs, spans []spanArgs, marks []markA
 	}
 	args = append(args, len(c.events))
 	next := 0
-	for e, id := range c.ids {
-		n := len(c.events[e])
-		ev := eventArgs{id: id, n: n, idKey: c.keys[e]}
+	for e := range c.evs {
+		ev := &c.evs[e] // args point into c.evs and c.ups: they stay as they are until the call has run
 		args = ev.add(args)
-		for _, u := range c.ups[next : next+n] {
+		for k := next; k < next+ev.n; k++ {
+			u := &c.ups[k]
 			u.gp = luaLateGP
 			if u.period > 0 {
 				u.gp = gp0[u.group-1] + remap[u.group-1][u.period]
 			}
 			args = u.add(args)
 		}
-		next += n
+		next += ev.n
 	}
 	return args
 }

@@ -55,7 +55,7 @@ func BenchmarkPlanArgs(b *testing.B) {
 	}
 	for board, ts := range tags {
 		for _, tag := range ts {
-			s.known[board+"\x00"+tag.(string)] = time.Now()
+			s.known[dimsKey{board, tag.(string)}] = time.Now()
 		}
 	}
 	b.ReportAllocs()
