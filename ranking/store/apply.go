@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -18,6 +19,7 @@ type call struct {
 	gorder []*callGroup
 	events [][]int      // per event: indexes of its updates in the Apply input
 	evs    []eventArgs  // per event: its ID, where the ID is held (dedupe.go), its number of updates
+	sh     []byte       // the events' shard hashes (idKey.sh), one after the other: args makes them strings
 	ups    []updateArgs // the events' updates, in order
 	nups   int
 	view   *Store // the generation it writes
@@ -31,8 +33,35 @@ type callGroup struct {
 	tag     string
 	st      *boardState
 	periods []ranking.Period
-	pidx    map[int64]int  // period start ms -> 1-based index in periods
+	pidx    map[int64]int  // period start ms -> 1-based index in periods, once there are many
 	last    ranking.Period // cache for At
+}
+
+// index returns the 1-based index of p in g.periods, adding it if new.
+func (g *callGroup) index(p ranking.Period) int {
+	ms := p.Start.UnixMilli()
+	if g.pidx == nil {
+		for i := range g.periods {
+			if g.periods[i].Start.UnixMilli() == ms {
+				return i + 1
+			}
+		}
+		g.periods = append(g.periods, p)
+		if len(g.periods) == 8 { // a linear search is not enough any more
+			g.pidx = make(map[int64]int, 16)
+			for i := range g.periods {
+				g.pidx[g.periods[i].Start.UnixMilli()] = i + 1
+			}
+		}
+		return len(g.periods)
+	}
+	pi, ok := g.pidx[ms]
+	if !ok {
+		g.periods = append(g.periods, p)
+		pi = len(g.periods)
+		g.pidx[ms] = pi
+	}
+	return pi
 }
 
 func (g *callGroup) period(t time.Time) ranking.Period {
@@ -436,6 +465,13 @@ func (s *Store) plan(evs []Event, n int) ([]*call, map[string][]any, error) {
 		c := open[slot]
 		if c == nil || c.nups+len(idx) > s.maxCall {
 			c = &call{slot: slot, groups: map[string]*callGroup{}}
+			if !s.cluster {
+				// room for the updates to come, up to a full call (a
+				// cluster's spread over many calls)
+				room := min(s.maxCall, n-idx[0])
+				c.ups, c.evs = make([]updateArgs, 0, room), make([]eventArgs, 0, room)
+				c.events, c.sh = make([][]int, 0, room), make([]byte, 0, room*shDigits)
+			}
 			open[slot] = c
 			calls = append(calls, c)
 		}
@@ -495,12 +531,15 @@ func sameDims(a, b []string) bool {
 func (c *call) addEvent(s *Store, id string, ups []*ranking.Update, tags []string, idx []int) {
 	c.events = append(c.events, idx)
 	c.nups += len(idx)
-	c.evs = append(c.evs, eventArgs{id: id, n: len(idx), idKey: dedupeKey(id)})
+	var sh [shDigits]byte
+	fp := dedupeHash(id, &sh)
+	c.sh = append(c.sh, sh[:]...)
+	c.evs = append(c.evs, eventArgs{id: id, n: len(idx), idKey: idKey{fp: fp}})
 	for _, i := range idx {
 		u := ups[i]
 		g := c.groups[tags[i]]
 		if g == nil {
-			g = &callGroup{idx: len(c.gorder) + 1, tag: tags[i], st: s.boards[u.Board], pidx: map[int64]int{}}
+			g = &callGroup{idx: len(c.gorder) + 1, tag: tags[i], st: s.boards[u.Board]}
 			c.groups[tags[i]] = g
 			c.gorder = append(c.gorder, g)
 		}
@@ -511,12 +550,7 @@ func (c *call) addEvent(s *Store, id string, ups []*ranking.Update, tags []strin
 			c.ups = append(c.ups, updateArgs{group: g.idx, period: luaLatePeriod, member: u.Member, value: u.Value, timeMs: u.Time.UnixMilli()})
 			continue
 		}
-		pi, ok := g.pidx[p.Start.UnixMilli()]
-		if !ok {
-			g.periods = append(g.periods, p)
-			pi = len(g.periods)
-			g.pidx[p.Start.UnixMilli()] = pi
-		}
+		pi := g.index(p)
 		base := "" // the board has no base
 		switch {
 		case g.st.b.HasBase && u.HasBase:
@@ -532,9 +566,36 @@ func (c *call) addEvent(s *Store, id string, ups []*ranking.Update, tags []strin
 // args renders the call; rolling groups get a consecutive period table that
 // covers N-1 periods on each side of the periods used.
 func (c *call) args(s *Store, head positionArgs, spans []spanArgs, marks []markArgs) []any {
+	// The groups' period tables, and where their periods are in them.
+	tables := make([][]ranking.Period, len(c.gorder))
 	remap := make([][]int, len(c.gorder)) // group -> old index -> new index
-	args := make([]any, 0, 12+len(spanFields)*len(spans)+len(markFields)*len(marks)+len(dedupeFields)+len(c.gorder)*8+
-		len(eventFields)*len(c.evs)+len(updateFields)*len(c.ups))
+	nperiods := 0
+	for _, g := range c.gorder {
+		nperiods += len(g.periods) + 1
+	}
+	remaps := make([]int, nperiods)
+	rows := 0
+	for gi, g := range c.gorder {
+		b := g.st.b
+		table := g.periods
+		remap[gi], remaps = remaps[:len(g.periods)+1:len(g.periods)+1], remaps[len(g.periods)+1:]
+		if b.Window == ranking.WindowRolling && len(g.periods) > 0 {
+			table = rollingTable(g.st.cal, g.periods, b.Periods)
+			for old, p := range g.periods {
+				remap[gi][old+1] = 1 + slices.IndexFunc(table, func(q ranking.Period) bool { return q.Start.Equal(p.Start) })
+			}
+		} else {
+			for i := range g.periods {
+				remap[gi][i+1] = i + 1
+			}
+		}
+		tables[gi] = table
+		rows += len(table)
+	}
+	ms := make([]int64, 2*rows) // the periods' start and end: args point into it
+	args := make([]any, 0, 12+len(spanFields)*len(spans)+len(markFields)*len(marks)+len(dedupeFields)+
+		1+len(c.gorder)*len(boardFields)+1+len(c.gorder)*(len(groupFields)+1)+3*rows+
+		1+len(eventFields)*len(c.evs)+len(updateFields)*len(c.ups))
 	args = append(args, s.prefix, s.dedupePrefix(c.slot))
 	args = head.add(args)
 	for i := range spans {
@@ -567,36 +628,23 @@ func (c *call) args(s *Store, head positionArgs, spans []spanArgs, marks []markA
 	gp0 := make([]int, len(c.gorder)) // group -> its periods' gp offset
 	ngp := 0
 	for gi, g := range c.gorder {
-		st := g.st
-		b := st.b
-		table := g.periods
-		remap[gi] = make([]int, len(g.periods)+1)
-		if b.Window == ranking.WindowRolling && len(g.periods) > 0 {
-			table = rollingTable(st.cal, g.periods, b.Periods)
-			at := map[int64]int{}
-			for i, p := range table {
-				at[p.Start.UnixMilli()] = i + 1
-			}
-			for old, p := range g.periods {
-				remap[gi][old+1] = at[p.Start.UnixMilli()]
-			}
-		} else {
-			for i := range g.periods {
-				remap[gi][i+1] = i + 1
-			}
-		}
-		ga := groupArgs{tag: g.tag, board: bidx[st]}
+		table := tables[gi]
+		ga := groupArgs{tag: g.tag, board: bidx[g.st]}
 		args = append(ga.add(args), len(table))
 		gp0[gi] = ngp
-		ngp += len(table)
-		for _, p := range table {
-			args = append(args, p.ID, p.Start.UnixMilli(), endMs(p))
+		for i := range table {
+			k := 2 * (ngp + i)
+			ms[k], ms[k+1] = table[i].Start.UnixMilli(), endMs(table[i])
+			args = append(args, &table[i].ID, &ms[k], &ms[k+1]) // pointers: no allocation
 		}
+		ngp += len(table)
 	}
 	args = append(args, len(c.events))
 	next := 0
+	shs := string(c.sh) // one allocation for the call's shard hashes
 	for e := range c.evs {
 		ev := &c.evs[e] // args point into c.evs and c.ups: they stay as they are until the call has run
+		ev.sh = shs[e*shDigits : (e+1)*shDigits]
 		args = ev.add(args)
 		for k := next; k < next+ev.n; k++ {
 			u := &c.ups[k]
