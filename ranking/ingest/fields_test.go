@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -126,5 +127,51 @@ func TestRouteEnvVariable(t *testing.T) {
 	}
 	if got := brief(ups); got != "anchor_total[] p1 11; " {
 		t.Fatalf("updates %s", got)
+	}
+}
+
+// TestRouteShortcuts: expressions that are a field or a number constant
+// (run without the VM) route exactly like equivalent expressions the VM
+// runs: the same updates, or the same error.
+func TestRouteShortcuts(t *testing.T) {
+	short := []Route{
+		{Topic: "game", Member: "player", Sort: map[string]string{"clear_ms": "clear_ms", "vip": "3"}, Boards: []string{"stage"}},
+		{Topic: "game", When: "ok", Member: "level", Score: "x", Boards: []string{"ratio"}},
+		{Topic: "game", When: "!ok", Member: "id", Score: "2.5", Base: "level", Boards: []string{"hot_news"}},
+		{Topic: "game", When: "!ok", Member: "player", Score: "ts", Boards: []string{"anchor_total"}},
+	}
+	vmRun := []Route{
+		{Topic: "game", Member: `player + ""`, Sort: map[string]string{"clear_ms": "clear_ms + 0", "vip": "ok ? 3 : 3"}, Boards: []string{"stage"}},
+		{Topic: "game", When: "ok", Member: "level + 0", Score: "x + 0", Boards: []string{"ratio"}},
+		{Topic: "game", When: "!ok", Member: `id + ""`, Score: "ok ? 2.5 : 2.5", Base: "level + 0", Boards: []string{"hot_news"}},
+		{Topic: "game", When: "!ok", Member: `player + ""`, Score: "ts + 0", Boards: []string{"anchor_total"}},
+	}
+	rs, rv := testRouter(t, short...), testRouter(t, vmRun...)
+	if tr := rs.topics["game"]; tr.routes[1].memberSC.field < 0 || !tr.routes[2].scoreSC.konst || tr.routes[0].sortSC[0].field < 0 {
+		t.Fatal("shortcuts not taken")
+	}
+	if tr := rv.topics["game"]; tr.routes[1].memberSC.field >= 0 || tr.routes[2].scoreSC.konst {
+		t.Fatal("shortcuts taken for VM expressions")
+	}
+	events := []*Event{
+		decodeT(t, "game", `{"id":"g1","player":"p","clear_ms":3,"vip":2,"level":7,"ok":true,"x":1.255}`),
+		decodeT(t, "game", `{"id":"g2","player":"","clear_ms":-1,"level":-4,"ok":true,"x":-0.125}`),
+		decodeT(t, "game", `{"player":"q","clear_ms":2000000,"level":3,"ok":false,"x":1e300}`),
+		decodeT(t, "game", `{"player":"q","level":9007199254740993,"ok":true,"x":-1}`),
+		NewEvent("game", "h1", testNow, map[string]any{"player": "h", "level": int64(2), "ok": true, "x": math.NaN()}),
+		NewEvent("game", "h2", testNow, map[string]any{"player": "h", "level": int64(2), "ok": true, "x": math.Inf(-1)}),
+		NewEvent("game", "h3", testNow, map[string]any{"player": "h", "level": int64(5)}),
+		NewEvent("game", "h4", testNow, map[string]any{"player": 5}),
+	}
+	for i, ev := range events {
+		got, gerr := rs.Route(ev)
+		want, werr := rv.Route(ev)
+		same := fmt.Sprint(gerr) == fmt.Sprint(werr)
+		if Reason(gerr) == ReasonNoMember { // the error quotes the member expression
+			same = Reason(werr) == ReasonNoMember
+		}
+		if !reflect.DeepEqual(got, want) || !same {
+			t.Errorf("event %d: shortcuts %s, %v; VM %s, %v", i, brief(got), gerr, brief(want), werr)
+		}
 	}
 }

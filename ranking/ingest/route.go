@@ -89,6 +89,9 @@ type compiledRoute struct {
 	sortNames                 []string // sorted factor names
 	sort                      []*vm.Program
 	boards                    []routeBoard
+	// how member, score, base and sort run without the VM, when they can
+	memberSC, scoreSC, baseSC shortcut
+	sortSC                    []shortcut
 }
 
 type routeBoard struct {
@@ -175,10 +178,17 @@ func newTopicRouter(s *Schema) *topicRouter {
 // positions of its boards' dims fields.
 func (tr *topicRouter) use(cr *compiledRoute) {
 	ids := map[string]bool{}
-	for _, p := range append([]*vm.Program{cr.when, cr.member, cr.score, cr.base}, cr.sort...) {
-		if p != nil {
+	vmRuns := func(p *vm.Program, sc shortcut) {
+		if p != nil && sc.field < 0 && !sc.konst {
 			identifiers(p.Node(), ids)
 		}
+	}
+	vmRuns(cr.when, shortcut{field: -1})
+	vmRuns(cr.member, cr.memberSC)
+	vmRuns(cr.score, cr.scoreSC)
+	vmRuns(cr.base, cr.baseSC)
+	for i, p := range cr.sort {
+		vmRuns(p, cr.sortSC[i])
 	}
 	for i, name := range tr.names {
 		// $env reads the environment as a whole
@@ -315,8 +325,8 @@ func (st *evalState) run(p *vm.Program, what string) (any, error) {
 	return v, nil
 }
 
-// eval appends the route's updates of one event to dst.
-// fields are the event's fields by position (fill).
+// eval appends the route's updates of one event to dst; fields are the
+// event's fields by position (fill).
 func (cr *compiledRoute) eval(st *evalState, ev *Event, fields []fieldValue, dst []ranking.Update) ([]ranking.Update, error) {
 	if cr.when != nil {
 		ok, err := st.run(cr.when, "when")
@@ -327,11 +337,16 @@ func (cr *compiledRoute) eval(st *evalState, ev *Event, fields []fieldValue, dst
 			return dst, nil
 		}
 	}
-	mv, err := st.run(cr.member, "member")
-	if err != nil {
-		return dst, err
+	var member string
+	var err error
+	if sc := &cr.memberSC; sc.field >= 0 {
+		member, err = sc.member(fields[sc.field])
+	} else {
+		var mv any
+		if mv, err = st.run(cr.member, "member"); err == nil {
+			member, err = memberString(mv)
+		}
 	}
-	member, err := memberString(mv)
 	if err != nil {
 		return dst, err
 	}
@@ -343,19 +358,19 @@ func (cr *compiledRoute) eval(st *evalState, ev *Event, fields []fieldValue, dst
 	}
 	var score, base number
 	if cr.needScore {
-		if score, err = cr.number(st, cr.score, "score"); err != nil {
+		if score, err = cr.number(st, fields, cr.score, &cr.scoreSC, "score"); err != nil {
 			return dst, err
 		}
 	}
 	if cr.base != nil {
-		if base, err = cr.number(st, cr.base, "base"); err != nil {
+		if base, err = cr.number(st, fields, cr.base, &cr.baseSC, "base"); err != nil {
 			return dst, err
 		}
 	}
 	st.vals = st.vals[:0]
 	for i, p := range cr.sort {
 		what := "sort." + cr.sortNames[i]
-		n, err := cr.number(st, p, what)
+		n, err := cr.number(st, fields, p, &cr.sortSC[i], what)
 		if err != nil {
 			return dst, err
 		}
@@ -409,8 +424,14 @@ func (cr *compiledRoute) eval(st *evalState, ev *Event, fields []fieldValue, dst
 	return dst, nil
 }
 
-// number runs a numeric expression.
-func (cr *compiledRoute) number(st *evalState, p *vm.Program, what string) (number, error) {
+// number runs a numeric expression (sc: its shortcut).
+func (cr *compiledRoute) number(st *evalState, fields []fieldValue, p *vm.Program, sc *shortcut, what string) (number, error) {
+	switch {
+	case sc.konst:
+		return sc.num, sc.numErr
+	case sc.field >= 0:
+		return sc.number(fields[sc.field], what)
+	}
 	v, err := st.run(p, what)
 	if err != nil {
 		return number{}, err
