@@ -127,10 +127,11 @@ type batchPlan struct {
 // and of its ID index, which the plan of a later batch reuses once the
 // batch is done (release).
 type planScratch struct {
-	msgs []msgPlan
-	ups  []ranking.Update
-	evs  []store.Event
-	seen map[string]int
+	msgs   []msgPlan
+	events []ingest.Event // the decoded messages (Schema.DecodeTo)
+	ups    []ranking.Update
+	evs    []store.Event
+	seen   map[string]int
 }
 
 // release gives the memory of p, a batch done with (nothing of it is
@@ -142,6 +143,9 @@ func (s *RankingSink) release(p *batchPlan) {
 		return
 	}
 	clear(p.msgs)
+	for i := range sc.events {
+		sc.events[i].Reset()
+	}
 	clear(p.ups)
 	clear(p.evs)
 	clear(sc.seen)
@@ -164,6 +168,9 @@ func (s *RankingSink) plan(msgs []kafka.Message, start map[partitionKey]streamPo
 		sc = &planScratch{ups: make([]ranking.Update, 0, 2*len(msgs)), seen: make(map[string]int, len(msgs))}
 	}
 	p := batchPlan{sc: sc, msgs: slices.Grow(sc.msgs, len(msgs))[:len(msgs)], ups: sc.ups, evs: sc.evs}
+	if len(sc.events) < len(msgs) {
+		sc.events = append(sc.events, make([]ingest.Event, len(msgs)-len(sc.events))...)
+	}
 	seen := sc.seen
 	var hdrs []ingest.Header
 	pos := make(map[partitionKey]streamPos, len(start))
@@ -204,8 +211,8 @@ func (s *RankingSink) plan(msgs []kafka.Message, start map[partitionKey]streamPo
 		for _, h := range m.Headers {
 			hdrs = append(hdrs, ingest.Header{Key: h.Key, Value: h.Value})
 		}
-		ev, err := schema.Decode(m.Topic, m.Partition, m.Offset, m.Value, hdrs, m.Time)
-		if err != nil {
+		ev := &sc.events[i]
+		if err := schema.DecodeTo(ev, m.Topic, m.Partition, m.Offset, m.Value, hdrs, m.Time); err != nil {
 			mp.reason, mp.err = reasonOf(err), err
 			continue
 		}

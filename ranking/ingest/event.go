@@ -54,9 +54,17 @@ type Event struct {
 
 	// A decoded event holds its fields by position: the id field, the ts
 	// field, then schema.Fields; one built by NewEvent holds them by name.
-	schema *Schema
-	vals   []fieldValue
-	fields map[string]any
+	schema  *Schema
+	vals    []fieldValue
+	fields  map[string]any
+	missBuf []string // the memory of Missing, kept for DecodeTo
+}
+
+// Reset drops what ev holds, keeping its memory for DecodeTo.
+func (ev *Event) Reset() {
+	vals, miss := ev.vals[:0], ev.missBuf[:0]
+	clear(vals[:cap(vals)])
+	*ev = Event{vals: vals, missBuf: miss}
 }
 
 // NewEvent returns an event built by hand, not decoded: fields holds its
@@ -271,16 +279,38 @@ func (s *Schema) env() map[string]any {
 // no event time), out_of_range (a number beyond int64 or float64) or
 // future. Fields not declared are ignored; a JSON null counts as absent.
 func (s *Schema) Decode(topic string, partition int, offset int64, value []byte, headers []Header, msgTime time.Time) (*Event, error) {
+	d := &decoded{}
+	d.ev.vals, d.ev.missBuf = d.vals[:0], d.miss[:0]
+	if err := s.DecodeTo(&d.ev, topic, partition, offset, value, headers, msgTime); err != nil {
+		return nil, err
+	}
+	return &d.ev, nil
+}
+
+// DecodeTo is Decode into ev, reusing its memory: ev is a new Event, or
+// one of an earlier Decode or DecodeTo that is not used any more. On error
+// ev holds no event.
+func (s *Schema) DecodeTo(ev *Event, topic string, partition int, offset int64, value []byte, headers []Header, msgTime time.Time) error {
+	ev.Reset()
+	if err := s.decodeTo(ev, topic, partition, offset, value, headers, msgTime); err != nil {
+		ev.Reset()
+		return err
+	}
+	return nil
+}
+
+// decodeTo is DecodeTo into ev, just Reset.
+func (s *Schema) decodeTo(ev *Event, topic string, partition int, offset int64, value []byte, headers []Header, msgTime time.Time) error {
 	if s.MaxBytes > 0 && len(value) > s.MaxBytes {
-		return nil, permanent(ReasonTooLarge, "message of %d bytes exceeds %d", len(value), s.MaxBytes)
+		return permanent(ReasonTooLarge, "message of %d bytes exceeds %d", len(value), s.MaxBytes)
 	}
 	if !utf8.Valid(value) {
-		return nil, permanent(ReasonDecode, "message is not valid UTF-8")
+		return permanent(ReasonDecode, "message is not valid UTF-8")
 	}
 	var buf [24]member
 	members, err := scanObject(value, buf[:0])
 	if err != nil {
-		return nil, &PermanentError{Reason: ReasonDecode, Err: err}
+		return &PermanentError{Reason: ReasonDecode, Err: err}
 	}
 	// Later duplicates win, as with encoding/json.
 	idIdx, tsIdx := -1, -1
@@ -312,34 +342,34 @@ func (s *Schema) Decode(topic string, partition int, offset int64, value []byte,
 		}
 	}
 
-	d := &decoded{ev: Event{Topic: topic, Partition: partition, Offset: offset, schema: s}}
-	ev := &d.ev
-	if n := len(s.Fields) + 2; n <= len(d.vals) {
-		ev.vals = d.vals[:n]
+	ev.Topic, ev.Partition, ev.Offset, ev.schema = topic, partition, offset, s
+	if n := len(s.Fields) + 2; n <= cap(ev.vals) {
+		ev.vals = ev.vals[:n] // zero (Reset)
 	} else {
 		ev.vals = make([]fieldValue, n)
 	}
-	ev.Missing = d.miss[:0]
+	ev.Missing = ev.missBuf[:0]
 	// The strings of small messages share one copy of it.
 	msg := ""
 	if len(value) <= maxSharedMessage {
 		msg = string(value)
 	}
 	if err := s.decodeFields(ev, members, found, msg); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.decodeID(ev, members, idIdx, headers, msg); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.decodeTime(ev, members, tsIdx, msgTime); err != nil {
-		return nil, err
+		return err
 	}
+	ev.missBuf = ev.Missing[:0]
 	if len(ev.Missing) == 0 {
 		ev.Missing = nil
 	}
 	ev.vals[0] = fieldValue{s: ev.ID}
 	ev.vals[1] = fieldValue{n: uint64(ev.Time.UnixMilli())}
-	return ev, nil
+	return nil
 }
 
 // maxSharedMessage is the size of the largest message whose field strings

@@ -175,3 +175,35 @@ func TestRouteShortcuts(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeTo: decoding into a reused event gives what Decode gives,
+// whatever the event held before; a failed DecodeTo leaves no event.
+func TestDecodeTo(t *testing.T) {
+	ss := testSchemas(t)
+	msgs := []struct{ topic, value string }{
+		{"gift", `{"id":"g1","ts":1763700000000,"user_id":"u1","anchor_id":"a1","room_id":"r1","zone":"z","gift_id":"rose","count":3,"coins":3}`},
+		{"like", `{"id":"l1","ts":1763700000001,"anchor_id":"a2"}`},
+		{"comment", `{"ts":1763700000002,"anchor_id":"a3","text":"hi","news_id":"n1","news_ts":1763600000000}`},
+		{"like", `{"id":"l2","anchor_id":"a4","count":2,"room_id":"r9"}`},
+		{"gift", `{"id":"bad","coins":-1}`},
+		{"like", `{"id":"l3","ts":1763700000003,"anchor_id":"a5","count":5}`},
+	}
+	var ev Event
+	for i, m := range msgs {
+		want, werr := ss[m.topic].Decode(m.topic, 1, int64(i), []byte(m.value), nil, testNow)
+		gerr := ss[m.topic].DecodeTo(&ev, m.topic, 1, int64(i), []byte(m.value), nil, testNow)
+		if fmt.Sprint(gerr) != fmt.Sprint(werr) {
+			t.Fatalf("message %d: DecodeTo error %v, Decode %v", i, gerr, werr)
+		}
+		if werr != nil {
+			if ev.ID != "" || ev.Topic != "" || !ev.Time.IsZero() || ev.Missing != nil || len(ev.Fields()) != 0 {
+				t.Fatalf("message %d: a failed DecodeTo left %+v", i, ev)
+			}
+			continue
+		}
+		if ev.Topic != want.Topic || ev.Partition != want.Partition || ev.Offset != want.Offset || ev.ID != want.ID ||
+			!ev.Time.Equal(want.Time) || !slices.Equal(ev.Missing, want.Missing) || !reflect.DeepEqual(ev.Fields(), want.Fields()) {
+			t.Fatalf("message %d: DecodeTo gave %+v %v, Decode %+v %v", i, ev, ev.Fields(), want, want.Fields())
+		}
+	}
+}
