@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/rankd/rankd/ranking"
@@ -62,6 +63,34 @@ func (g *callGroup) index(p ranking.Period) int {
 		g.pidx[ms] = pi
 	}
 	return pi
+}
+
+// callPool holds the calls of applies done, whose memory later calls
+// reuse.
+var callPool sync.Pool
+
+// newCall returns an empty call of slot.
+func newCall(slot int) *call {
+	c, _ := callPool.Get().(*call)
+	if c == nil {
+		c = &call{groups: map[string]*callGroup{}}
+	}
+	c.slot = slot
+	return c
+}
+
+// release gives the memory of c, a call nothing uses any more, to later
+// calls; it clears it first, so that it holds nothing of the apply.
+func (c *call) release() {
+	clear(c.groups)
+	clear(c.gorder)
+	clear(c.events)
+	clear(c.evs)
+	clear(c.ups)
+	clear(c.argv)
+	*c = call{groups: c.groups, gorder: c.gorder[:0], events: c.events[:0], evs: c.evs[:0], ups: c.ups[:0],
+		sh: c.sh[:0], argv: c.argv[:0]}
+	callPool.Put(c)
 }
 
 func (g *callGroup) period(t time.Time) ranking.Period {
@@ -155,6 +184,13 @@ func (s *Store) applyAll(ctx context.Context, evs []Event, spans []Span, marks [
 		return res, err
 	}
 	var calls []*call
+	defer func() {
+		// nothing holds the calls once the apply is done: not the result,
+		// not an error
+		for _, c := range calls {
+			c.release()
+		}
+	}()
 	for pi, p := range parts {
 		cs, tags, err := p.view.plan(p.evs, nUpdates(p.evs))
 		if err != nil {
@@ -177,7 +213,9 @@ func (s *Store) applyAll(ctx context.Context, evs []Event, spans []Span, marks [
 		if len(parts) > 0 {
 			v = parts[0].view
 		}
-		calls = append(calls, &call{groups: map[string]*callGroup{}, view: v, part: -1})
+		c := newCall(0)
+		c.view, c.part = v, -1
+		calls = append(calls, c)
 	}
 	nonce := newNonce()
 	for k, c := range calls {
@@ -464,14 +502,7 @@ func (s *Store) plan(evs []Event, n int) ([]*call, map[string][]any, error) {
 	add := func(e int, slot int, idx []int) {
 		c := open[slot]
 		if c == nil || c.nups+len(idx) > s.maxCall {
-			c = &call{slot: slot, groups: map[string]*callGroup{}}
-			if !s.cluster {
-				// room for the updates to come, up to a full call (a
-				// cluster's spread over many calls)
-				room := min(s.maxCall, n-idx[0])
-				c.ups, c.evs = make([]updateArgs, 0, room), make([]eventArgs, 0, room)
-				c.events, c.sh = make([][]int, 0, room), make([]byte, 0, room*shDigits)
-			}
+			c = newCall(slot)
 			open[slot] = c
 			calls = append(calls, c)
 		}
@@ -593,7 +624,7 @@ func (c *call) args(s *Store, head positionArgs, spans []spanArgs, marks []markA
 		rows += len(table)
 	}
 	ms := make([]int64, 2*rows) // the periods' start and end: args point into it
-	args := make([]any, 0, 12+len(spanFields)*len(spans)+len(markFields)*len(marks)+len(dedupeFields)+
+	args := slices.Grow(c.argv[:0], 12+len(spanFields)*len(spans)+len(markFields)*len(marks)+len(dedupeFields)+
 		1+len(c.gorder)*len(boardFields)+1+len(c.gorder)*(len(groupFields)+1)+3*rows+
 		1+len(eventFields)*len(c.evs)+len(updateFields)*len(c.ups))
 	args = append(args, s.prefix, s.dedupePrefix(c.slot))
