@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,8 @@ type RankingSink struct {
 	log    *slog.Logger
 
 	nApplied, nDups atomic.Int64 // Counts
+
+	scratch sync.Pool // *planScratch of batches done
 
 	mu        sync.Mutex
 	stream    map[partitionKey]streamPos // position after the last applied batch (or where Assigned started it)
@@ -112,11 +115,43 @@ type msgPlan struct {
 
 // batchPlan is a batch decoded and routed, before the store sees it.
 type batchPlan struct {
+	sc    *planScratch // where msgs, ups and evs live; nil once released
 	msgs  []msgPlan
 	ups   []ranking.Update
 	evs   []store.Event // one per routed message, over ups
 	marks []store.Mark  // stream time of every partition after the batch
 	spans []store.Span  // every partition's share of the batch (ApplyFrom)
+}
+
+// planScratch is the memory of a batchPlan's messages, updates and events
+// and of its ID index, which the plan of a later batch reuses once the
+// batch is done (release).
+type planScratch struct {
+	msgs   []msgPlan
+	events []ingest.Event // the decoded messages (Schema.DecodeTo)
+	ups    []ranking.Update
+	evs    []store.Event
+	seen   map[string]int
+}
+
+// release gives the memory of p, a batch done with (nothing of it is
+// used any more), to the plans of later batches; it clears it first, so
+// that it holds nothing of the batch.
+func (s *RankingSink) release(p *batchPlan) {
+	sc := p.sc
+	if sc == nil {
+		return
+	}
+	clear(p.msgs)
+	for i := range sc.events {
+		sc.events[i].Reset()
+	}
+	clear(p.ups)
+	clear(p.evs)
+	clear(sc.seen)
+	sc.msgs, sc.ups, sc.evs = p.msgs[:0], p.ups[:0], p.evs[:0]
+	*p = batchPlan{}
+	s.scratch.Put(sc)
 }
 
 // plan decodes and routes msgs into events (one per routed message). It
@@ -128,8 +163,15 @@ type batchPlan struct {
 // message; every update gets its partition's stream time before its
 // message, and every message that decodes (a valid event) then advances it.
 func (s *RankingSink) plan(msgs []kafka.Message, start map[partitionKey]streamPos) batchPlan {
-	p := batchPlan{msgs: make([]msgPlan, len(msgs)), ups: make([]ranking.Update, 0, 4*len(msgs))}
-	seen := make(map[string]int, len(msgs))
+	sc, _ := s.scratch.Get().(*planScratch)
+	if sc == nil {
+		sc = &planScratch{ups: make([]ranking.Update, 0, 2*len(msgs)), seen: make(map[string]int, len(msgs))}
+	}
+	p := batchPlan{sc: sc, msgs: slices.Grow(sc.msgs, len(msgs))[:len(msgs)], ups: sc.ups, evs: sc.evs}
+	if len(sc.events) < len(msgs) {
+		sc.events = append(sc.events, make([]ingest.Event, len(msgs)-len(sc.events))...)
+	}
+	seen := sc.seen
 	var hdrs []ingest.Header
 	pos := make(map[partitionKey]streamPos, len(start))
 	for k, v := range start {
@@ -169,8 +211,8 @@ func (s *RankingSink) plan(msgs []kafka.Message, start map[partitionKey]streamPo
 		for _, h := range m.Headers {
 			hdrs = append(hdrs, ingest.Header{Key: h.Key, Value: h.Value})
 		}
-		ev, err := schema.Decode(m.Topic, m.Partition, m.Offset, m.Value, hdrs, m.Time)
-		if err != nil {
+		ev := &sc.events[i]
+		if err := schema.DecodeTo(ev, m.Topic, m.Partition, m.Offset, m.Value, hdrs, m.Time); err != nil {
 			mp.reason, mp.err = reasonOf(err), err
 			continue
 		}
@@ -197,6 +239,7 @@ func (s *RankingSink) plan(msgs []kafka.Message, start map[partitionKey]streamPo
 					kept = append(kept, u)
 				}
 			}
+			clear(ups[len(kept):]) // the scratch holds nothing beyond the plan's updates
 			ups = kept
 		}
 		for k := mp.lo; k < len(ups); k++ {
@@ -315,6 +358,7 @@ func (s *RankingSink) Observe(ctx context.Context, msgs []kafka.Message) error {
 		return fmt.Errorf("reading stream times: %w", err)
 	}
 	p := s.plan(msgs, start)
+	defer s.release(&p)
 	s.mu.Lock()
 	for _, m := range p.marks {
 		s.stream[partitionKey{m.Topic, m.Partition}] = streamPos{next: m.Offset, time: m.Time}
@@ -341,6 +385,7 @@ func (s *RankingSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLe
 		return nil, fmt.Errorf("reading stream times: %w", err)
 	}
 	p := s.plan(msgs, start)
+	defer s.release(&p)
 	var res ranking.Result
 	if s.replay {
 		res, err = s.store.Apply(ctx, p.evs, p.marks...)

@@ -36,7 +36,7 @@ func DefaultMinTime() time.Time { return time.Date(2000, 1, 1, 0, 0, 0, 0, time.
 const maxEventMilli = 253402300799999
 
 // Event is one decoded message: where it came from, its identity, its event
-// time and its declared fields.
+// time and its declared fields (see Fields).
 type Event struct {
 	Topic     string
 	Partition int
@@ -47,21 +47,89 @@ type Event struct {
 	// Time is the event time: the ts field (Unix milliseconds), else the
 	// message timestamp.
 	Time time.Time
-	// Fields holds every declared field of the schema, typed as the schema
-	// says (string, int64, float64, bool), missing ones with their default;
-	// plus the id field (the resolved ID) and the ts field (Time in Unix ms,
-	// int64).
-	Fields map[string]any
 	// Missing lists the declared fields the message did not give (or gave
 	// as null): they hold their default in Fields. A field absent from
 	// Fields counts as missing too.
 	Missing []string
+
+	// A decoded event holds its fields by position: the id field, the ts
+	// field, then schema.Fields; one built by NewEvent holds them by name.
+	schema  *Schema
+	vals    []fieldValue
+	fields  map[string]any
+	missBuf []string // the memory of Missing, kept for DecodeTo
+}
+
+// Reset drops what ev holds, keeping its memory for DecodeTo.
+func (ev *Event) Reset() {
+	vals, miss := ev.vals[:0], ev.missBuf[:0]
+	clear(vals[:cap(vals)])
+	*ev = Event{vals: vals, missBuf: miss}
+}
+
+// NewEvent returns an event built by hand, not decoded: fields holds its
+// fields by name (their Go types are checked when it is routed; missing
+// ones take their default, the id and ts fields ev.ID and ev.Time). The
+// event keeps the map.
+func NewEvent(topic, id string, t time.Time, fields map[string]any) *Event {
+	return &Event{Topic: topic, ID: id, Time: t, fields: fields}
+}
+
+// Fields returns the fields of the event, in a new map. For a decoded event
+// they are every declared field of the schema, typed as the schema says
+// (string, int64, float64, bool), missing ones with their default; plus the
+// id field (the resolved ID) and the ts field (Time in Unix ms, int64). For
+// an event of NewEvent, they are those it was given.
+func (ev *Event) Fields() map[string]any {
+	if ev.schema == nil {
+		m := make(map[string]any, len(ev.fields))
+		for k, v := range ev.fields {
+			m[k] = v
+		}
+		return m
+	}
+	m := make(map[string]any, len(ev.vals))
+	for i, v := range ev.vals {
+		name, t := ev.schema.at(i)
+		m[name] = t.box(v)
+	}
+	return m
+}
+
+// Field returns the value of one field of Fields.
+func (ev *Event) Field(name string) (any, bool) {
+	if ev.schema == nil {
+		v, ok := ev.fields[name]
+		return v, ok
+	}
+	for i, v := range ev.vals {
+		if n, t := ev.schema.at(i); n == name {
+			return t.box(v), true
+		}
+	}
+	return nil, false
 }
 
 // missing reports whether the message did not give field name.
 func (ev *Event) missing(name string) bool {
-	_, ok := ev.Fields[name]
-	return !ok || slices.Contains(ev.Missing, name)
+	if ev.schema == nil {
+		if _, ok := ev.fields[name]; !ok {
+			return true
+		}
+	}
+	return slices.Contains(ev.Missing, name)
+}
+
+// at returns the name and type of the field at position i of a decoded
+// event: the id field, the ts field, then Fields.
+func (s *Schema) at(i int) (string, FieldType) {
+	switch i {
+	case 0:
+		return s.IDField, TypeString
+	case 1:
+		return s.TSField, TypeInt
+	}
+	return s.Fields[i-2].Name, s.Fields[i-2].Type
 }
 
 // Header is one message header, as a Kafka client gives it.
@@ -211,16 +279,38 @@ func (s *Schema) env() map[string]any {
 // no event time), out_of_range (a number beyond int64 or float64) or
 // future. Fields not declared are ignored; a JSON null counts as absent.
 func (s *Schema) Decode(topic string, partition int, offset int64, value []byte, headers []Header, msgTime time.Time) (*Event, error) {
+	d := &decoded{}
+	d.ev.vals, d.ev.missBuf = d.vals[:0], d.miss[:0]
+	if err := s.DecodeTo(&d.ev, topic, partition, offset, value, headers, msgTime); err != nil {
+		return nil, err
+	}
+	return &d.ev, nil
+}
+
+// DecodeTo is Decode into ev, reusing its memory: ev is a new Event, or
+// one of an earlier Decode or DecodeTo that is not used any more. On error
+// ev holds no event.
+func (s *Schema) DecodeTo(ev *Event, topic string, partition int, offset int64, value []byte, headers []Header, msgTime time.Time) error {
+	ev.Reset()
+	if err := s.decodeTo(ev, topic, partition, offset, value, headers, msgTime); err != nil {
+		ev.Reset()
+		return err
+	}
+	return nil
+}
+
+// decodeTo is DecodeTo into ev, just Reset.
+func (s *Schema) decodeTo(ev *Event, topic string, partition int, offset int64, value []byte, headers []Header, msgTime time.Time) error {
 	if s.MaxBytes > 0 && len(value) > s.MaxBytes {
-		return nil, permanent(ReasonTooLarge, "message of %d bytes exceeds %d", len(value), s.MaxBytes)
+		return permanent(ReasonTooLarge, "message of %d bytes exceeds %d", len(value), s.MaxBytes)
 	}
 	if !utf8.Valid(value) {
-		return nil, permanent(ReasonDecode, "message is not valid UTF-8")
+		return permanent(ReasonDecode, "message is not valid UTF-8")
 	}
 	var buf [24]member
 	members, err := scanObject(value, buf[:0])
 	if err != nil {
-		return nil, &PermanentError{Reason: ReasonDecode, Err: err}
+		return &PermanentError{Reason: ReasonDecode, Err: err}
 	}
 	// Later duplicates win, as with encoding/json.
 	idIdx, tsIdx := -1, -1
@@ -252,56 +342,89 @@ func (s *Schema) Decode(topic string, partition int, offset int64, value []byte,
 		}
 	}
 
-	ev := &Event{Topic: topic, Partition: partition, Offset: offset, Fields: make(map[string]any, len(s.Fields)+2)}
-	if err := s.decodeFields(ev, members, found); err != nil {
-		return nil, err
+	ev.Topic, ev.Partition, ev.Offset, ev.schema = topic, partition, offset, s
+	if n := len(s.Fields) + 2; n <= cap(ev.vals) {
+		ev.vals = ev.vals[:n] // zero (Reset)
+	} else {
+		ev.vals = make([]fieldValue, n)
 	}
-	if err := s.decodeID(ev, members, idIdx, headers); err != nil {
-		return nil, err
+	ev.Missing = ev.missBuf[:0]
+	// The strings of small messages share one copy of it.
+	msg := ""
+	if len(value) <= maxSharedMessage {
+		msg = string(value)
+	}
+	if err := s.decodeFields(ev, members, found, msg); err != nil {
+		return err
+	}
+	if err := s.decodeID(ev, members, idIdx, headers, msg); err != nil {
+		return err
 	}
 	if err := s.decodeTime(ev, members, tsIdx, msgTime); err != nil {
-		return nil, err
+		return err
 	}
-	ev.Fields[s.IDField] = ev.ID
-	ev.Fields[s.TSField] = ev.Time.UnixMilli()
-	return ev, nil
+	ev.missBuf = ev.Missing[:0]
+	if len(ev.Missing) == 0 {
+		ev.Missing = nil
+	}
+	ev.vals[0] = fieldValue{s: ev.ID}
+	ev.vals[1] = fieldValue{n: uint64(ev.Time.UnixMilli())}
+	return nil
+}
+
+// maxSharedMessage is the size of the largest message whose field strings
+// share one copy of it: a larger one's are copied one by one, so that a
+// field kept does not keep a large message.
+const maxSharedMessage = 4096
+
+// decoded is an Event with room for the values and missing fields of
+// common schemas: one allocation.
+type decoded struct {
+	ev   Event
+	vals [12]fieldValue
+	miss [4]string
 }
 
 // decodeFields sets the declared fields of ev from members (found: the
 // index+1 of each field's member, 0 when absent): converted and checked,
-// or their default when absent or null and not required.
-func (s *Schema) decodeFields(ev *Event, members []member, found []int) error {
-	for fi, f := range s.Fields {
+// or their default when absent or null and not required. msg is the
+// message for parse.
+func (s *Schema) decodeFields(ev *Event, members []member, found []int, msg string) error {
+	for fi := range s.Fields {
+		f := &s.Fields[fi]
 		at := found[fi]
 		if at == 0 || members[at-1].val.kind == jsonNull {
 			if f.Required {
 				return permanent(ReasonValidation, "missing required field %q", f.Name)
 			}
-			ev.Fields[f.Name] = f.defaultValue()
+			if f.Default != nil {
+				ev.vals[fi+2] = f.Type.valueOf(f.Default)
+			}
 			ev.Missing = append(ev.Missing, f.Name)
 			continue
 		}
-		v, err := f.Type.convert(members[at-1].val)
+		v, err := f.Type.parse(members[at-1].val, msg)
 		if err != nil {
 			return fieldError(f.Name, err)
 		}
-		if err := f.Check(v); err != nil {
+		if err := f.check(v); err != nil {
 			return fieldError(f.Name, err)
 		}
-		ev.Fields[f.Name] = v
+		ev.vals[fi+2] = v
 	}
 	return nil
 }
 
 // decodeID sets ev's message ID: the ID field (members[idIdx]; -1: none),
-// else the "id" header, else "<topic>/<partition>/<offset>".
-func (s *Schema) decodeID(ev *Event, members []member, idIdx int, headers []Header) error {
+// else the "id" header, else "<topic>/<partition>/<offset>". msg is the
+// message for parse.
+func (s *Schema) decodeID(ev *Event, members []member, idIdx int, headers []Header, msg string) error {
 	if idIdx >= 0 && members[idIdx].val.kind != jsonNull {
-		v, err := TypeString.convert(members[idIdx].val)
+		v, err := TypeString.parse(members[idIdx].val, msg)
 		if err != nil {
 			return fieldError(s.IDField, err)
 		}
-		ev.ID = v.(string)
+		ev.ID = v.s
 		if s.MaxIDLen > 0 && len(ev.ID) > s.MaxIDLen {
 			return permanent(ReasonValidation, "field %q: message ID of %d bytes exceeds max_id_len %d", s.IDField, len(ev.ID), s.MaxIDLen)
 		}
@@ -333,11 +456,11 @@ func (s *Schema) decodeTime(ev *Event, members []member, tsIdx int, msgTime time
 	ev.Time = msgTime
 	fromTS := false
 	if tsIdx >= 0 && members[tsIdx].val.kind != jsonNull {
-		v, err := TypeInt.convert(members[tsIdx].val)
+		v, err := TypeInt.parse(members[tsIdx].val, "")
 		if err != nil {
 			return fieldError(s.TSField, err)
 		}
-		ms := v.(int64)
+		ms := int64(v.n)
 		if ms < 0 || ms > maxEventMilli {
 			return permanent(ReasonOutOfRange, "field %q: %d ms is outside years 1970 to 9999", s.TSField, ms)
 		}

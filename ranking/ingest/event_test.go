@@ -124,11 +124,11 @@ func TestDecode(t *testing.T) {
 				t.Fatalf("event = %+v, want id %q time %v", ev, tt.wantID, tt.wantT)
 			}
 			for k, v := range tt.want {
-				if got, ok := ev.Fields[k]; !ok || got != v {
+				if got, ok := ev.Fields()[k]; !ok || got != v {
 					t.Errorf("Fields[%q] = %#v, want %#v", k, got, v)
 				}
 			}
-			if got := len(ev.Fields); got != len(ss[tt.topic].Fields)+2 {
+			if got := len(ev.Fields()); got != len(ss[tt.topic].Fields)+2 {
 				t.Errorf("%d fields, want %d", got, len(ss[tt.topic].Fields)+2)
 			}
 		})
@@ -148,7 +148,7 @@ func TestDecodeRequiredAndCustomNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev.ID != "m" || ev.Time.UnixMilli() != 1000 || ev.Fields["ratio"] != 2.0 || ev.Fields["vip"] != true || ev.Fields["at"] != int64(1000) {
+	if ev.ID != "m" || ev.Time.UnixMilli() != 1000 || ev.Fields()["ratio"] != 2.0 || ev.Fields()["vip"] != true || ev.Fields()["at"] != int64(1000) {
 		t.Fatalf("event = %+v", ev)
 	}
 	if _, err := s.Decode("t", 0, 1, []byte(`{"at":1}`), nil, time.Time{}); Reason(err) != ReasonValidation || !strings.Contains(err.Error(), `"player"`) {

@@ -34,6 +34,7 @@ type jsonValue struct {
 	kind jsonKind
 	esc  bool
 	raw  []byte
+	off  int // strings: the offset of raw in the message
 }
 
 // str returns the value of a string.
@@ -154,7 +155,7 @@ func (s *scanner) value(depth int) (jsonValue, error) {
 			switch {
 			case c == '"':
 				s.i++
-				return jsonValue{kind: jsonString, esc: esc, raw: s.b[start+1 : s.i-1]}, nil
+				return jsonValue{kind: jsonString, esc: esc, raw: s.b[start+1 : s.i-1], off: start + 1}, nil
 			case c == '\\':
 				esc = true
 				s.i++

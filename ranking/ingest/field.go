@@ -3,6 +3,7 @@ package ingest
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -186,29 +187,122 @@ func (t FieldType) holds(v any) bool {
 	return false
 }
 
-// convert converts a scanned JSON value (not null) to t.
-func (t FieldType) convert(v jsonValue) (any, error) {
+// fieldValue is a field's value without boxing: a string field's value in
+// s; an int's int64, a float's float64 bits or a bool (1: true) in n.
+type fieldValue struct {
+	s string
+	n uint64
+}
+
+// valueOf returns the fieldValue of x, a value of t's Go type.
+func (t FieldType) valueOf(x any) fieldValue {
+	switch v := x.(type) {
+	case string:
+		return fieldValue{s: v}
+	case int64:
+		return fieldValue{n: uint64(v)}
+	case float64:
+		return fieldValue{n: math.Float64bits(v)}
+	case bool:
+		if v {
+			return fieldValue{n: 1}
+		}
+	}
+	return fieldValue{}
+}
+
+// box returns v as the Go type of t (string, int64, float64, bool).
+func (t FieldType) box(v fieldValue) any {
+	switch t {
+	case TypeString:
+		return v.s
+	case TypeInt:
+		return int64(v.n)
+	case TypeFloat:
+		return math.Float64frombits(v.n)
+	}
+	return v.n != 0
+}
+
+// check is Check of a value of the field's type, without boxing it unless
+// it is out of bounds.
+func (f *Field) check(v fieldValue) error {
+	switch f.Type {
+	case TypeString:
+		if f.MaxLen <= 0 || len(v.s) <= f.MaxLen {
+			return nil
+		}
+	case TypeInt:
+		x := int64(v.n)
+		if (f.Min == nil || x >= f.Min.(int64)) && (f.Max == nil || x <= f.Max.(int64)) {
+			return nil
+		}
+	case TypeFloat:
+		x := math.Float64frombits(v.n)
+		if (f.Min == nil || !(x < f.Min.(float64))) && (f.Max == nil || !(f.Max.(float64) < x)) {
+			return nil
+		}
+	default:
+		return nil
+	}
+	return f.Check(f.Type.box(v))
+}
+
+// parse converts a scanned JSON value (not null) to t. msg is the message
+// as a string when the strings of its values may share it ("": they are
+// copied).
+func (t FieldType) parse(v jsonValue, msg string) (fieldValue, error) {
 	switch {
 	case t == TypeString && v.kind == jsonString:
-		return v.str(), nil
-	case t == TypeString && v.kind == jsonNumber:
-		i, err := parseInt(string(v.raw))
-		if err != nil {
-			return nil, err
+		if msg != "" && !v.esc {
+			return fieldValue{s: msg[v.off : v.off+len(v.raw)]}, nil
 		}
-		return strconv.FormatInt(i, 10), nil
+		return fieldValue{s: v.str()}, nil
+	case t == TypeString && v.kind == jsonNumber:
+		i, err := parseIntBytes(v.raw)
+		if err != nil {
+			return fieldValue{}, err
+		}
+		return fieldValue{s: strconv.FormatInt(i, 10)}, nil
 	case t == TypeInt && v.kind == jsonNumber:
-		return parseInt(string(v.raw))
+		i, err := parseIntBytes(v.raw)
+		return fieldValue{n: uint64(i)}, err
 	case t == TypeFloat && v.kind == jsonNumber:
 		f, err := strconv.ParseFloat(string(v.raw), 64)
 		if err != nil || !finite(f) {
-			return nil, permanent(ReasonOutOfRange, "%s does not fit a float64", v.raw)
+			return fieldValue{}, permanent(ReasonOutOfRange, "%s does not fit a float64", v.raw)
 		}
-		return f, nil
+		return fieldValue{n: math.Float64bits(f)}, nil
 	case t == TypeBool && v.kind == jsonBool:
-		return v.raw[0] == 't', nil
+		if v.raw[0] == 't' {
+			return fieldValue{n: 1}, nil
+		}
+		return fieldValue{}, nil
 	}
-	return nil, fmt.Errorf("want %s, got %s", t, v.kind)
+	return fieldValue{}, fmt.Errorf("want %s, got %s", t, v.kind)
+}
+
+// parseIntBytes is parseInt of a scanned JSON number, without copying the
+// common ones: an optional minus and at most 18 digits.
+func parseIntBytes(b []byte) (int64, error) {
+	digits := b
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 {
+		return parseInt(string(b))
+	}
+	var n int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return parseInt(string(b))
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if len(digits) < len(b) {
+		n = -n
+	}
+	return n, nil
 }
 
 // parseInt parses a JSON number whose value is an integer within int64,

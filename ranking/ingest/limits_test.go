@@ -99,7 +99,7 @@ func TestDecodeLimits(t *testing.T) {
 			ev, err := ss[tt.topic].Decode(tt.topic, 3, 42, []byte(tt.value), tt.headers, mt)
 			if tt.err != "" {
 				if err == nil {
-					t.Fatalf("accepted: %+v", ev.Fields)
+					t.Fatalf("accepted: %+v", ev.Fields())
 				}
 				if !IsPermanent(err) || Reason(err) != ReasonValidation || err.Error() != tt.err {
 					t.Fatalf("err\n got %v\nwant %s", err, tt.err)
@@ -110,7 +110,7 @@ func TestDecodeLimits(t *testing.T) {
 				t.Fatal(err)
 			}
 			for k, v := range tt.want {
-				if got := ev.Fields[k]; got != v {
+				if got := ev.Fields()[k]; got != v {
 					t.Errorf("Fields[%q] = %.40q, want %.40q", k, got, v)
 				}
 			}
@@ -176,7 +176,7 @@ func TestDecodeCustomBounds(t *testing.T) {
 				t.Fatal(err)
 			}
 			for k, v := range tt.want {
-				if got := ev.Fields[k]; got != v {
+				if got := ev.Fields()[k]; got != v {
 					t.Errorf("Fields[%q] = %#v, want %#v", k, got, v)
 				}
 			}
@@ -189,7 +189,7 @@ func TestDecodeCustomBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev, err := open.Decode("t", 0, 1, []byte(`{"id":"`+strings.Repeat("i", 5000)+`","ts":0,"n":-1000000,"s":"`+strings.Repeat("s", 5000)+`"}`), nil, time.Time{})
-	if err != nil || len(ev.ID) != 5000 || ev.Time.UnixMilli() != 0 || ev.Fields["n"] != int64(-1000000) {
+	if err != nil || len(ev.ID) != 5000 || ev.Time.UnixMilli() != 0 || ev.Fields()["n"] != int64(-1000000) {
 		t.Fatalf("open schema: %v, %v", ev, err)
 	}
 }

@@ -3,10 +3,12 @@ package ingest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/vm"
 	"github.com/rankd/rankd/ranking"
 )
@@ -64,15 +66,19 @@ type topicRouter struct {
 	names    []string    // environment fields: id, ts, then declared
 	types    []FieldType // their types
 	defaults []any       // values of missing declared fields
-	routes   []*compiledRoute
-	pool     sync.Pool // *evalState
+	// used[i]: some expression of the routes may read names[i] (the
+	// environment holds only those of a decoded event)
+	used   []bool
+	routes []*compiledRoute
+	pool   sync.Pool // *evalState
 }
 
 type evalState struct {
-	vm   vm.VM
-	env  map[string]any
-	vals []int64 // sort factor values
-	pack []int64 // one board's factors in board order
+	vm     vm.VM
+	env    map[string]any
+	fields []fieldValue // an event built by hand: its fields by position, as a decoded event holds them
+	vals   []int64      // sort factor values
+	pack   []int64      // one board's factors in board order
 }
 
 type compiledRoute struct {
@@ -83,6 +89,9 @@ type compiledRoute struct {
 	sortNames                 []string // sorted factor names
 	sort                      []*vm.Program
 	boards                    []routeBoard
+	// how member, score, base and sort run without the VM, when they can
+	memberSC, scoreSC, baseSC shortcut
+	sortSC                    []shortcut
 }
 
 type routeBoard struct {
@@ -93,7 +102,9 @@ type routeBoard struct {
 	// message must give (else a gift without room_id would land on the
 	// room "" board).
 	needDims []bool
-	sortIdx  []int // board factor i is route factor sortIdx[i]
+	dimIdx   []int       // dims[i] is the environment field dimIdx[i]
+	dimTypes []FieldType // of type dimTypes[i]
+	sortIdx  []int       // board factor i is route factor sortIdx[i]
 }
 
 // NewRouter compiles every route once against the schema of its topic. It
@@ -139,6 +150,7 @@ func NewRouter(boards []*ranking.Board, schemas map[string]*Schema, routes []Rou
 		}
 		if len(routeErrs) == 0 {
 			tr.routes = append(tr.routes, cr)
+			tr.use(cr)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -157,8 +169,52 @@ func newTopicRouter(s *Schema) *topicRouter {
 		tr.types = append(tr.types, f.Type)
 		tr.defaults = append(tr.defaults, f.defaultValue())
 	}
+	tr.used = make([]bool, len(tr.names))
 	tr.pool.New = func() any { return &evalState{env: s.env()} }
 	return tr
+}
+
+// use marks the environment fields the expressions of cr read, and the
+// positions of its boards' dims fields.
+func (tr *topicRouter) use(cr *compiledRoute) {
+	ids := map[string]bool{}
+	vmRuns := func(p *vm.Program, sc shortcut) {
+		if p != nil && sc.field < 0 && !sc.konst {
+			identifiers(p.Node(), ids)
+		}
+	}
+	vmRuns(cr.when, shortcut{field: -1})
+	vmRuns(cr.member, cr.memberSC)
+	vmRuns(cr.score, cr.scoreSC)
+	vmRuns(cr.base, cr.baseSC)
+	for i, p := range cr.sort {
+		vmRuns(p, cr.sortSC[i])
+	}
+	for i, name := range tr.names {
+		// $env reads the environment as a whole
+		tr.used[i] = tr.used[i] || ids[name] || ids["$env"]
+	}
+	for bi := range cr.boards {
+		rb := &cr.boards[bi]
+		rb.dimIdx = make([]int, len(rb.dims))
+		for i, d := range rb.dims {
+			rb.dimIdx[i] = slices.Index(tr.names, d)
+			rb.dimTypes = append(rb.dimTypes, tr.types[rb.dimIdx[i]])
+		}
+	}
+}
+
+// identifiers adds the names of the identifiers of an expression to ids.
+func identifiers(n ast.Node, ids map[string]bool) {
+	ast.Walk(&n, identVisitor(ids))
+}
+
+type identVisitor map[string]bool
+
+func (v identVisitor) Visit(n *ast.Node) {
+	if id, ok := (*n).(*ast.IdentifierNode); ok {
+		v[id.Value] = true
+	}
 }
 
 // Route returns the updates of ev: for each route of ev.Topic whose When
@@ -188,13 +244,14 @@ func (r *Router) AppendRoute(dst []ranking.Update, ev *Event) ([]ranking.Update,
 	}
 	st := tr.pool.Get().(*evalState)
 	defer tr.pool.Put(st)
-	if err := tr.fill(st.env, ev); err != nil {
+	fields, err := tr.fill(st, ev)
+	if err != nil {
 		return dst, err
 	}
 	n := len(dst)
 	for _, cr := range tr.routes {
 		var err error
-		if dst, err = cr.eval(st, ev, dst); err != nil {
+		if dst, err = cr.eval(st, ev, fields, dst); err != nil {
 			clear(dst[n:])
 			return dst[:n], err
 		}
@@ -202,15 +259,31 @@ func (r *Router) AppendRoute(dst []ranking.Update, ev *Event) ([]ranking.Update,
 	return dst, nil
 }
 
-// fill copies the event's fields into env, checking their Go types. Missing
-// fields take their default; the id and ts fields default to ev.ID and
-// ev.Time.
-func (tr *topicRouter) fill(env map[string]any, ev *Event) error {
+// fill sets the environment of st to the event's fields and returns them
+// by position (names, types). A decoded event gives them by position (of
+// a schema with the same fields), and the environment gets those an
+// expression may read; one built by hand gives them by name, with their Go
+// types checked. Missing fields take their default; the id and ts fields
+// default to ev.ID and ev.Time.
+func (tr *topicRouter) fill(st *evalState, ev *Event) ([]fieldValue, error) {
+	if ev.schema != nil && tr.fits(ev.schema) {
+		for i, name := range tr.names {
+			if tr.used[i] {
+				st.env[name] = tr.types[i].box(ev.vals[i])
+			}
+		}
+		return ev.vals, nil
+	}
+	fields := ev.fields
+	if ev.schema != nil {
+		fields = ev.Fields()
+	}
+	st.fields = slices.Grow(st.fields[:0], len(tr.names))[:len(tr.names)]
 	for i, name := range tr.names {
-		v, ok := ev.Fields[name]
+		v, ok := fields[name]
 		switch {
 		case ok && !tr.types[i].holds(v):
-			return permanent(ReasonValidation, "field %q: want %s, got %T", name, tr.types[i].goType(), v)
+			return nil, permanent(ReasonValidation, "field %q: want %s, got %T", name, tr.types[i].goType(), v)
 		case ok:
 		case i == 0:
 			v = ev.ID
@@ -219,9 +292,27 @@ func (tr *topicRouter) fill(env map[string]any, ev *Event) error {
 		default:
 			v = tr.defaults[i]
 		}
-		env[name] = v
+		st.env[name] = v
+		st.fields[i] = tr.types[i].valueOf(v)
 	}
-	return nil
+	return st.fields, nil
+}
+
+// fits reports whether the fields of an event of schema s have the
+// positions, names and types of tr's.
+func (tr *topicRouter) fits(s *Schema) bool {
+	if s == tr.schema {
+		return true
+	}
+	if len(s.Fields)+2 != len(tr.names) {
+		return false
+	}
+	for i := range tr.names {
+		if name, t := s.at(i); name != tr.names[i] || t != tr.types[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // run runs p on the state's environment.
@@ -234,8 +325,9 @@ func (st *evalState) run(p *vm.Program, what string) (any, error) {
 	return v, nil
 }
 
-// eval appends the route's updates of one event to dst.
-func (cr *compiledRoute) eval(st *evalState, ev *Event, dst []ranking.Update) ([]ranking.Update, error) {
+// eval appends the route's updates of one event to dst; fields are the
+// event's fields by position (fill).
+func (cr *compiledRoute) eval(st *evalState, ev *Event, fields []fieldValue, dst []ranking.Update) ([]ranking.Update, error) {
 	if cr.when != nil {
 		ok, err := st.run(cr.when, "when")
 		if err != nil {
@@ -245,11 +337,16 @@ func (cr *compiledRoute) eval(st *evalState, ev *Event, dst []ranking.Update) ([
 			return dst, nil
 		}
 	}
-	mv, err := st.run(cr.member, "member")
-	if err != nil {
-		return dst, err
+	var member string
+	var err error
+	if sc := &cr.memberSC; sc.field >= 0 {
+		member, err = sc.member(fields[sc.field])
+	} else {
+		var mv any
+		if mv, err = st.run(cr.member, "member"); err == nil {
+			member, err = memberString(mv)
+		}
 	}
-	member, err := memberString(mv)
 	if err != nil {
 		return dst, err
 	}
@@ -261,19 +358,19 @@ func (cr *compiledRoute) eval(st *evalState, ev *Event, dst []ranking.Update) ([
 	}
 	var score, base number
 	if cr.needScore {
-		if score, err = cr.number(st, cr.score, "score"); err != nil {
+		if score, err = cr.number(st, fields, cr.score, &cr.scoreSC, "score"); err != nil {
 			return dst, err
 		}
 	}
 	if cr.base != nil {
-		if base, err = cr.number(st, cr.base, "base"); err != nil {
+		if base, err = cr.number(st, fields, cr.base, &cr.baseSC, "base"); err != nil {
 			return dst, err
 		}
 	}
 	st.vals = st.vals[:0]
 	for i, p := range cr.sort {
 		what := "sort." + cr.sortNames[i]
-		n, err := cr.number(st, p, what)
+		n, err := cr.number(st, fields, p, &cr.sortSC[i], what)
 		if err != nil {
 			return dst, err
 		}
@@ -292,7 +389,7 @@ func (cr *compiledRoute) eval(st *evalState, ev *Event, dst []ranking.Update) ([
 					return dst, permanent(ReasonValidation, "board %q: missing dims field %q (give it, or a default under topics.%s.fields)",
 						rb.b.Name, d, ev.Topic)
 				}
-				u.Dims[i] = dimString(st.env[d])
+				u.Dims[i] = dimString(fields[rb.dimIdx[i]], rb.dimTypes[i])
 				if cr.maxKey > 0 && len(u.Dims[i]) > cr.maxKey {
 					return dst, permanent(ReasonValidation, "board %q: dims field %q: %d bytes exceed max_key_len %d",
 						rb.b.Name, d, len(u.Dims[i]), cr.maxKey)
@@ -327,8 +424,14 @@ func (cr *compiledRoute) eval(st *evalState, ev *Event, dst []ranking.Update) ([
 	return dst, nil
 }
 
-// number runs a numeric expression.
-func (cr *compiledRoute) number(st *evalState, p *vm.Program, what string) (number, error) {
+// number runs a numeric expression (sc: its shortcut).
+func (cr *compiledRoute) number(st *evalState, fields []fieldValue, p *vm.Program, sc *shortcut, what string) (number, error) {
+	switch {
+	case sc.konst:
+		return sc.num, sc.numErr
+	case sc.field >= 0:
+		return sc.number(fields[sc.field], what)
+	}
 	v, err := st.run(p, what)
 	if err != nil {
 		return number{}, err
@@ -336,15 +439,15 @@ func (cr *compiledRoute) number(st *evalState, p *vm.Program, what string) (numb
 	return toNumber(what, v)
 }
 
-// dimString formats a dims field value (string, int64 or bool).
-func dimString(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case int64:
-		return strconv.FormatInt(x, 10)
-	case bool:
-		return strconv.FormatBool(x)
+// dimString formats a dims field value (string, int or bool).
+func dimString(v fieldValue, t FieldType) string {
+	switch t {
+	case TypeString:
+		return v.s
+	case TypeInt:
+		return strconv.FormatInt(int64(v.n), 10)
+	case TypeBool:
+		return strconv.FormatBool(v.n != 0)
 	}
-	return fmt.Sprint(v)
+	return fmt.Sprint(t.box(v))
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/vm"
 	"github.com/rankd/rankd/ranking"
 )
@@ -104,6 +105,12 @@ func compileRoute(rt Route, s *Schema, boards map[string]*ranking.Board, codecs 
 		}
 		cr.boards = append(cr.boards, rb)
 	}
+	cr.memberSC = shortcutOf(cr.member, s, "member", env)
+	cr.scoreSC = shortcutOf(cr.score, s, "score", env)
+	cr.baseSC = shortcutOf(cr.base, s, "base", env)
+	for i, p := range cr.sort {
+		cr.sortSC = append(cr.sortSC, shortcutOf(p, s, "sort."+cr.sortNames[i], env))
+	}
 	if rt.Score != "" && !cr.needScore && len(cr.boards) > 0 {
 		fail("score", "every board of the route is multi-factor: give sort instead of score")
 	}
@@ -113,6 +120,65 @@ func compileRoute(rt Route, s *Schema, boards map[string]*ranking.Board, codecs 
 		}
 	}
 	return cr, errs
+}
+
+// shortcut is how an expression that needs no VM runs: one that is a
+// field of the event gives the field's value (what the VM would give); a
+// number constant gives the number (and error) it gave once at compile
+// time.
+type shortcut struct {
+	field  int       // position of the field (id, ts, then declared), or -1
+	typ    FieldType // the field's type
+	konst  bool      // a number constant: num, numErr
+	num    number
+	numErr error
+}
+
+// shortcutOf returns the shortcut of p (nil: none), an expression of the
+// fields of s (whose environment is env) given as what in errors.
+func shortcutOf(p *vm.Program, s *Schema, what string, env map[string]any) shortcut {
+	sc := shortcut{field: -1}
+	if p == nil {
+		return sc
+	}
+	switch n := p.Node().(type) {
+	case *ast.IdentifierNode:
+		for i := 0; i < len(s.Fields)+2; i++ {
+			if name, t := s.at(i); name == n.Value {
+				sc.field, sc.typ = i, t
+			}
+		}
+	case *ast.IntegerNode, *ast.FloatNode:
+		v, err := vm.Run(p, env)
+		if err == nil {
+			sc.num, sc.numErr = toNumber(what, v)
+			sc.konst = true
+		}
+	}
+	return sc
+}
+
+// member is memberString of the field's value v.
+func (sc *shortcut) member(v fieldValue) (string, error) {
+	switch sc.typ {
+	case TypeString:
+		return v.s, nil
+	case TypeInt:
+		return strconv.FormatInt(int64(v.n), 10), nil
+	}
+	return memberString(sc.typ.box(v))
+}
+
+// number is toNumber of the field's value v.
+func (sc *shortcut) number(v fieldValue, what string) (number, error) {
+	switch sc.typ {
+	case TypeInt:
+		return number{i: int64(v.n)}, nil
+	case TypeFloat:
+		f := math.Float64frombits(v.n)
+		return number{f: f, isFloat: true}, finiteOrErr(what, f)
+	}
+	return toNumber(what, sc.typ.box(v))
 }
 
 // exprKind is the type an expression must produce.

@@ -172,7 +172,7 @@ func TestRouteErrors(t *testing.T) {
 		}
 	})
 	t.Run("field of the wrong Go type", func(t *testing.T) {
-		ev := &Event{Topic: "like", ID: "x", Time: testNow, Fields: map[string]any{"anchor_id": "a", "count": 3}}
+		ev := NewEvent("like", "x", testNow, map[string]any{"anchor_id": "a", "count": 3})
 		if _, err := r.Route(ev); Reason(err) != ReasonValidation || !strings.Contains(err.Error(), `"count"`) {
 			t.Fatalf("err = %v", err)
 		}
@@ -189,7 +189,7 @@ func TestRouteErrors(t *testing.T) {
 func TestRouteHandBuiltEvent(t *testing.T) {
 	r := testRouter(t)
 	// Missing fields take defaults; id and ts come from the event.
-	ev := &Event{Topic: "comment", ID: "m1", Time: time.UnixMilli(5000), Fields: map[string]any{"news_id": "n"}}
+	ev := NewEvent("comment", "m1", time.UnixMilli(5000), map[string]any{"news_id": "n"})
 	ups, err := r.Route(ev)
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/rankd/rankd/ranking"
@@ -17,8 +19,8 @@ type call struct {
 	groups map[string]*callGroup // by tag
 	gorder []*callGroup
 	events [][]int      // per event: indexes of its updates in the Apply input
-	ids    []string     // per event: its message ID
-	keys   []idKey      // per event: where its ID is held (dedupe.go)
+	evs    []eventArgs  // per event: its ID, where the ID is held (dedupe.go), its number of updates
+	sh     []byte       // the events' shard hashes (idKey.sh), one after the other: args makes them strings
 	ups    []updateArgs // the events' updates, in order
 	nups   int
 	view   *Store // the generation it writes
@@ -32,8 +34,63 @@ type callGroup struct {
 	tag     string
 	st      *boardState
 	periods []ranking.Period
-	pidx    map[int64]int  // period start ms -> 1-based index in periods
+	pidx    map[int64]int  // period start ms -> 1-based index in periods, once there are many
 	last    ranking.Period // cache for At
+}
+
+// index returns the 1-based index of p in g.periods, adding it if new.
+func (g *callGroup) index(p ranking.Period) int {
+	ms := p.Start.UnixMilli()
+	if g.pidx == nil {
+		for i := range g.periods {
+			if g.periods[i].Start.UnixMilli() == ms {
+				return i + 1
+			}
+		}
+		g.periods = append(g.periods, p)
+		if len(g.periods) == 8 { // a linear search is not enough any more
+			g.pidx = make(map[int64]int, 16)
+			for i := range g.periods {
+				g.pidx[g.periods[i].Start.UnixMilli()] = i + 1
+			}
+		}
+		return len(g.periods)
+	}
+	pi, ok := g.pidx[ms]
+	if !ok {
+		g.periods = append(g.periods, p)
+		pi = len(g.periods)
+		g.pidx[ms] = pi
+	}
+	return pi
+}
+
+// callPool holds the calls of applies done, whose memory later calls
+// reuse.
+var callPool sync.Pool
+
+// newCall returns an empty call of slot.
+func newCall(slot int) *call {
+	c, _ := callPool.Get().(*call)
+	if c == nil {
+		c = &call{groups: map[string]*callGroup{}}
+	}
+	c.slot = slot
+	return c
+}
+
+// release gives the memory of c, a call nothing uses any more, to later
+// calls; it clears it first, so that it holds nothing of the apply.
+func (c *call) release() {
+	clear(c.groups)
+	clear(c.gorder)
+	clear(c.events)
+	clear(c.evs)
+	clear(c.ups)
+	clear(c.argv)
+	*c = call{groups: c.groups, gorder: c.gorder[:0], events: c.events[:0], evs: c.evs[:0], ups: c.ups[:0],
+		sh: c.sh[:0], argv: c.argv[:0]}
+	callPool.Put(c)
 }
 
 func (g *callGroup) period(t time.Time) ranking.Period {
@@ -127,6 +184,13 @@ func (s *Store) applyAll(ctx context.Context, evs []Event, spans []Span, marks [
 		return res, err
 	}
 	var calls []*call
+	defer func() {
+		// nothing holds the calls once the apply is done: not the result,
+		// not an error
+		for _, c := range calls {
+			c.release()
+		}
+	}()
 	for pi, p := range parts {
 		cs, tags, err := p.view.plan(p.evs, nUpdates(p.evs))
 		if err != nil {
@@ -149,7 +213,9 @@ func (s *Store) applyAll(ctx context.Context, evs []Event, spans []Span, marks [
 		if len(parts) > 0 {
 			v = parts[0].view
 		}
-		calls = append(calls, &call{groups: map[string]*callGroup{}, view: v, part: -1})
+		c := newCall(0)
+		c.view, c.part = v, -1
+		calls = append(calls, c)
 	}
 	nonce := newNonce()
 	for k, c := range calls {
@@ -202,7 +268,7 @@ func (s *Store) applyAll(ctx context.Context, evs []Event, spans []Span, marks [
 		p.view.knownMu.Lock()
 		for board, tags := range p.tags {
 			for _, tag := range tags {
-				if k := board + "\x00" + tag.(string); p.view.known[k].IsZero() {
+				if k := (dimsKey{board, tag.(string)}); p.view.known[k].IsZero() {
 					p.view.known[k] = time.Now()
 				}
 			}
@@ -391,9 +457,10 @@ func (s *Store) plan(evs []Event, n int) ([]*call, map[string][]any, error) {
 	var calls []*call
 	open := map[int]*call{} // slot -> call being filled
 	newTags := map[string][]any{}
-	seenTag := map[string]bool{}
+	seenTag := map[dimsKey]bool{}
 	tags := make([]string, len(ups))
 	slots := make([]int, len(ups))
+	seq := make([]int, len(ups)) // seq[i] == i: the updates of an event in one slot
 	for i, u := range ups {
 		st, err := s.board(u.Board)
 		if err != nil {
@@ -402,15 +469,22 @@ func (s *Store) plan(evs []Event, n int) ([]*call, map[string][]any, error) {
 		if len(u.Dims) != len(st.b.Dims) {
 			return nil, nil, fmt.Errorf("board %q: %d dims values, want %d", u.Board, len(u.Dims), len(st.b.Dims))
 		}
-		if i > 0 && ups[i-1].Board == u.Board && sameDims(ups[i-1].Dims, u.Dims) {
+		seq[i] = i
+		switch {
+		case i > 0 && ups[i-1].Board == u.Board && sameDims(ups[i-1].Dims, u.Dims):
 			tags[i], slots[i] = tags[i-1], slots[i-1]
-		} else {
+		case len(u.Dims) == 0:
+			tags[i] = st.tag
+			if s.cluster {
+				slots[i] = st.slot
+			}
+		default:
 			tags[i] = Tag(u.Board, u.Dims)
 			if s.cluster {
 				slots[i] = Slot("{" + tags[i] + "}")
 			}
 		}
-		k := u.Board + "\x00" + tags[i]
+		k := dimsKey{u.Board, tags[i]}
 		if !seenTag[k] {
 			seenTag[k] = true
 			s.knownMu.Lock()
@@ -425,10 +499,24 @@ func (s *Store) plan(evs []Event, n int) ([]*call, map[string][]any, error) {
 			}
 		}
 	}
+	add := func(e int, slot int, idx []int) {
+		c := open[slot]
+		if c == nil || c.nups+len(idx) > s.maxCall {
+			c = newCall(slot)
+			open[slot] = c
+			calls = append(calls, c)
+		}
+		c.addEvent(s, evs[e].ID, ups, tags, idx)
+	}
 	start := 0
 	for e := range evs {
 		end := start + len(evs[e].Updates)
 		// one event: ups[start:end], split by slot
+		if end > start && oneSlot(slots[start:end]) {
+			add(e, slots[start], seq[start:end:end])
+			start = end
+			continue
+		}
 		var bySlot map[int][]int
 		for i := start; i < end; i++ {
 			if bySlot == nil {
@@ -442,17 +530,21 @@ func (s *Store) plan(evs []Event, n int) ([]*call, map[string][]any, error) {
 				continue
 			}
 			delete(bySlot, slots[i])
-			c := open[slots[i]]
-			if c == nil || c.nups+len(idx) > s.maxCall {
-				c = &call{slot: slots[i], groups: map[string]*callGroup{}}
-				open[slots[i]] = c
-				calls = append(calls, c)
-			}
-			c.addEvent(s, evs[e].ID, ups, tags, idx)
+			add(e, slots[i], idx)
 		}
 		start = end
 	}
 	return calls, newTags, nil
+}
+
+// oneSlot reports whether every slot of slots is the first one.
+func oneSlot(slots []int) bool {
+	for _, sl := range slots[1:] {
+		if sl != slots[0] {
+			return false
+		}
+	}
+	return true
 }
 
 func sameDims(a, b []string) bool {
@@ -470,13 +562,15 @@ func sameDims(a, b []string) bool {
 func (c *call) addEvent(s *Store, id string, ups []*ranking.Update, tags []string, idx []int) {
 	c.events = append(c.events, idx)
 	c.nups += len(idx)
-	c.ids = append(c.ids, id)
-	c.keys = append(c.keys, dedupeKey(id))
+	var sh [shDigits]byte
+	fp := dedupeHash(id, &sh)
+	c.sh = append(c.sh, sh[:]...)
+	c.evs = append(c.evs, eventArgs{id: id, n: len(idx), idKey: idKey{fp: fp}})
 	for _, i := range idx {
 		u := ups[i]
 		g := c.groups[tags[i]]
 		if g == nil {
-			g = &callGroup{idx: len(c.gorder) + 1, tag: tags[i], st: s.boards[u.Board], pidx: map[int64]int{}}
+			g = &callGroup{idx: len(c.gorder) + 1, tag: tags[i], st: s.boards[u.Board]}
 			c.groups[tags[i]] = g
 			c.gorder = append(c.gorder, g)
 		}
@@ -487,12 +581,7 @@ func (c *call) addEvent(s *Store, id string, ups []*ranking.Update, tags []strin
 			c.ups = append(c.ups, updateArgs{group: g.idx, period: luaLatePeriod, member: u.Member, value: u.Value, timeMs: u.Time.UnixMilli()})
 			continue
 		}
-		pi, ok := g.pidx[p.Start.UnixMilli()]
-		if !ok {
-			g.periods = append(g.periods, p)
-			pi = len(g.periods)
-			g.pidx[p.Start.UnixMilli()] = pi
-		}
+		pi := g.index(p)
 		base := "" // the board has no base
 		switch {
 		case g.st.b.HasBase && u.HasBase:
@@ -508,9 +597,36 @@ func (c *call) addEvent(s *Store, id string, ups []*ranking.Update, tags []strin
 // args renders the call; rolling groups get a consecutive period table that
 // covers N-1 periods on each side of the periods used.
 func (c *call) args(s *Store, head positionArgs, spans []spanArgs, marks []markArgs) []any {
+	// The groups' period tables, and where their periods are in them.
+	tables := make([][]ranking.Period, len(c.gorder))
 	remap := make([][]int, len(c.gorder)) // group -> old index -> new index
-	args := make([]any, 0, 12+len(spanFields)*len(spans)+len(markFields)*len(marks)+len(dedupeFields)+len(c.gorder)*8+
-		len(eventFields)*len(c.ids)+len(updateFields)*len(c.ups))
+	nperiods := 0
+	for _, g := range c.gorder {
+		nperiods += len(g.periods) + 1
+	}
+	remaps := make([]int, nperiods)
+	rows := 0
+	for gi, g := range c.gorder {
+		b := g.st.b
+		table := g.periods
+		remap[gi], remaps = remaps[:len(g.periods)+1:len(g.periods)+1], remaps[len(g.periods)+1:]
+		if b.Window == ranking.WindowRolling && len(g.periods) > 0 {
+			table = rollingTable(g.st.cal, g.periods, b.Periods)
+			for old, p := range g.periods {
+				remap[gi][old+1] = 1 + slices.IndexFunc(table, func(q ranking.Period) bool { return q.Start.Equal(p.Start) })
+			}
+		} else {
+			for i := range g.periods {
+				remap[gi][i+1] = i + 1
+			}
+		}
+		tables[gi] = table
+		rows += len(table)
+	}
+	ms := make([]int64, 2*rows) // the periods' start and end: args point into it
+	args := slices.Grow(c.argv[:0], 12+len(spanFields)*len(spans)+len(markFields)*len(marks)+len(dedupeFields)+
+		1+len(c.gorder)*len(boardFields)+1+len(c.gorder)*(len(groupFields)+1)+3*rows+
+		1+len(eventFields)*len(c.evs)+len(updateFields)*len(c.ups))
 	args = append(args, s.prefix, s.dedupePrefix(c.slot))
 	args = head.add(args)
 	for i := range spans {
@@ -543,46 +659,33 @@ func (c *call) args(s *Store, head positionArgs, spans []spanArgs, marks []markA
 	gp0 := make([]int, len(c.gorder)) // group -> its periods' gp offset
 	ngp := 0
 	for gi, g := range c.gorder {
-		st := g.st
-		b := st.b
-		table := g.periods
-		remap[gi] = make([]int, len(g.periods)+1)
-		if b.Window == ranking.WindowRolling && len(g.periods) > 0 {
-			table = rollingTable(st.cal, g.periods, b.Periods)
-			at := map[int64]int{}
-			for i, p := range table {
-				at[p.Start.UnixMilli()] = i + 1
-			}
-			for old, p := range g.periods {
-				remap[gi][old+1] = at[p.Start.UnixMilli()]
-			}
-		} else {
-			for i := range g.periods {
-				remap[gi][i+1] = i + 1
-			}
-		}
-		ga := groupArgs{tag: g.tag, board: bidx[st]}
+		table := tables[gi]
+		ga := groupArgs{tag: g.tag, board: bidx[g.st]}
 		args = append(ga.add(args), len(table))
 		gp0[gi] = ngp
-		ngp += len(table)
-		for _, p := range table {
-			args = append(args, p.ID, p.Start.UnixMilli(), endMs(p))
+		for i := range table {
+			k := 2 * (ngp + i)
+			ms[k], ms[k+1] = table[i].Start.UnixMilli(), endMs(table[i])
+			args = append(args, &table[i].ID, &ms[k], &ms[k+1]) // pointers: no allocation
 		}
+		ngp += len(table)
 	}
 	args = append(args, len(c.events))
 	next := 0
-	for e, id := range c.ids {
-		n := len(c.events[e])
-		ev := eventArgs{id: id, n: n, idKey: c.keys[e]}
+	shs := string(c.sh) // one allocation for the call's shard hashes
+	for e := range c.evs {
+		ev := &c.evs[e] // args point into c.evs and c.ups: they stay as they are until the call has run
+		ev.sh = shs[e*shDigits : (e+1)*shDigits]
 		args = ev.add(args)
-		for _, u := range c.ups[next : next+n] {
+		for k := next; k < next+ev.n; k++ {
+			u := &c.ups[k]
 			u.gp = luaLateGP
 			if u.period > 0 {
 				u.gp = gp0[u.group-1] + remap[u.group-1][u.period]
 			}
 			args = u.add(args)
 		}
-		next += n
+		next += ev.n
 	}
 	return args
 }

@@ -344,7 +344,10 @@ type eventArgs struct {
 // order.
 var eventFields = []string{"id", "nu", "sh", "fp"}
 
-func (e *eventArgs) add(args []any) []any { return append(args, e.id, e.n, e.sh, e.fp) }
+// add appends pointers to e's fields (go-redis writes what they point
+// to; a pointer costs no allocation): e must not change until the call
+// has run.
+func (e *eventArgs) add(args []any) []any { return append(args, &e.id, &e.n, &e.sh, &e.fp) }
 
 // dedupeArgs is the ARGV of an apply call's dedupe (dedupe.go).
 type dedupeArgs struct {
@@ -424,8 +427,10 @@ type updateArgs struct {
 // updateFields are updateArgs' Lua names, in ARGV order.
 var updateFields = []string{"gp", "member", "value", "time", "base"}
 
+// add appends pointers to u's fields, as eventArgs.add does: u must not
+// change until the call has run.
 func (u *updateArgs) add(args []any) []any {
-	return append(args, u.gp, u.member, u.value, u.timeMs, u.base)
+	return append(args, &u.gp, &u.member, &u.value, &u.timeMs, &u.base)
 }
 
 // rolloverArgs is the ARGV of one rollover.lua call.

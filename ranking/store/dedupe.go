@@ -3,7 +3,6 @@ package store
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"strconv"
 )
 
 // Dedupe: how apply.lua remembers message IDs.
@@ -51,18 +50,18 @@ const (
 // rendered for the script.
 type idKey struct {
 	sh string // 31 bits in binary digits: a set's index is a suffix (no number formatting in Lua)
-	fp string // a signed 64-bit integer in decimal
+	fp int64  // sent in decimal
 }
 
-// dedupeKey returns the shard hash and fingerprint of a message ID.
-func dedupeKey(id string) idKey {
+// shDigits is the length of idKey.sh.
+const shDigits = 31
+
+// dedupeHash writes the shard hash of a message ID to sh, as idKey.sh
+// (31 binary digits, most significant first), and returns its fingerprint.
+func dedupeHash(id string, sh *[shDigits]byte) (fp int64) {
 	h := sha256.Sum256([]byte(id))
-	var sh [31]byte // 31 binary digits, most significant first
 	for i, x := len(sh)-1, binary.BigEndian.Uint32(h[8:12])>>1; i >= 0; i, x = i-1, x>>1 {
 		sh[i] = '0' + byte(x&1)
 	}
-	return idKey{
-		sh: string(sh[:]),
-		fp: strconv.FormatInt(int64(binary.BigEndian.Uint64(h[0:8])), 10),
-	}
+	return int64(binary.BigEndian.Uint64(h[0:8]))
 }

@@ -29,6 +29,11 @@ const NumSlots = 16384
 // above. An empty dims gives the board name; empty values are allowed.
 func Tag(board string, dims []string) string {
 	var sb strings.Builder
+	n := len(board) + len(dims) // without escapes: one allocation
+	for _, d := range dims {
+		n += len(d)
+	}
+	sb.Grow(n)
 	escapeTo(&sb, board)
 	for i, d := range dims {
 		if i == 0 {

@@ -45,7 +45,7 @@ type Store struct {
 	chunk    int // members per rollover chunk
 	lockTTL  time.Duration
 	knownMu  sync.Mutex
-	known    map[string]time.Time // dims tags registered in Redis, and when
+	known    map[dimsKey]time.Time // dims tags registered in Redis, and when
 	rollWait time.Duration
 
 	// Generations (store_gen.go): prefix is the key prefix of this store's
@@ -115,8 +115,14 @@ type boardState struct {
 	epochMs int64
 	graceMs int64
 	unitMs  int64
-	fast    bool // sum board without keep_top or base: the script folds a call's updates per member before it reads
+	fast    bool   // sum board without keep_top or base: the script folds a call's updates per member before it reads
+	tag     string // the board's tag when it has no dims
+	slot    int    // its slot (cluster)
 }
+
+// dimsKey names a (board, dims) stream of the dims registry: the board and
+// its tag.
+type dimsKey struct{ board, tag string }
 
 // newBoardState derives the state of a board that passed Validate and
 // Normalize.
@@ -125,7 +131,8 @@ func newBoardState(b *ranking.Board) (*boardState, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &boardState{b: b, cal: b.Calendar(), codec: c, graceMs: b.Grace.Milliseconds()}
+	st := &boardState{b: b, cal: b.Calendar(), codec: c, graceMs: b.Grace.Milliseconds(), tag: Tag(b.Name, nil)}
+	st.slot = Slot("{" + st.tag + "}")
 	st.unitMs = c.TieUnit.Milliseconds()
 	if b.Tiebreak != ranking.TieNone {
 		if (b.Tiebreak == ranking.TieFirst) == (b.Order == ranking.Asc) {
@@ -166,7 +173,7 @@ func New(rdb redis.UniversalClient, boards []*ranking.Board, opts ...Option) (*S
 	s := &Store{
 		rdb: rdb, boards: map[string]*boardState{}, prefix: DefaultPrefix, ttl: DefaultDedupeTTL,
 		now: time.Now, log: slog.Default(), maxCall: 500, chunk: 128, lockTTL: 30 * time.Second,
-		known: map[string]time.Time{}, rollWait: 30 * time.Second, idle: DefaultIdleTimeout,
+		known: map[dimsKey]time.Time{}, rollWait: 30 * time.Second, idle: DefaultIdleTimeout,
 	}
 	_, s.cluster = rdb.(*redis.ClusterClient)
 	addCostHook(rdb)
