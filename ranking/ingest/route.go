@@ -221,9 +221,9 @@ func (v identVisitor) Visit(n *ast.Node) {
 // holds, one update per board, in route then board order. All updates share
 // ev.ID and ev.Time. It is all or nothing: on error no update is returned.
 // Every error is a *PermanentError: no_route (no route for the topic),
-// validation (a field of the wrong Go type in ev.Fields), expression (a
-// run-time failure or a result of the wrong type), no_member (an empty
-// member), validation (a member or dims value longer than the schema's
+// validation (a field of the wrong Go type in an event of NewEvent),
+// expression (a run-time failure or a result of the wrong type), no_member
+// (an empty member), validation (a member or dims value longer than the schema's
 // MaxKeyLen, or a dims field without a default that the event lacks) or
 // out_of_range (a non-finite score, or a value or base outside
 // int64 or the board's exact range, or a sort factor outside its bits).
