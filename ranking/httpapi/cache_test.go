@@ -204,6 +204,13 @@ func TestConnLimit(t *testing.T) {
 		}
 		idle = append(idle, c)
 	}
+	// net/http marks a connection idle after the client has its response:
+	// wait for the server to see both idle
+	for deadline := time.Now().Add(5 * time.Second); limit.Idle() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d idle connections after 5 s, want 2", limit.Idle())
+		}
+	}
 	// a third takes the place of the first idle one
 	c3, err := net.Dial("tcp", addr)
 	if err != nil {

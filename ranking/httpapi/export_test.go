@@ -11,3 +11,10 @@ import (
 func SetCostObserver(h http.Handler, f func(route string, estimate, counted store.Counts)) {
 	h.(*api).s.observe = f
 }
+
+// Idle returns the connections l counts idle now.
+func (l *ConnLimit) Idle() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.idle.Len()
+}
