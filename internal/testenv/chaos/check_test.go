@@ -329,6 +329,9 @@ func deadLetters(t *testing.T, brokers []string, topic string) (where map[string
 				h[x.Key] = string(x.Value)
 			}
 		}
+		if testing.Verbose() && h[headerReason] == "late" {
+			t.Logf("dead letter at %d (%v): %q", m.Offset, m.Time.Format("15:04:05.000"), h)
+		}
 		where[h[headerTopic]+"/"+h[headerPartition]+"/"+h[headerOffset]] = h[headerReason]
 		byReason[h[headerReason]]++
 	}
@@ -366,6 +369,11 @@ func checkDeadLetters(t *testing.T, got map[string]string, want oracle.LogResult
 	sort.Strings(extra)
 	sort.Strings(wrong)
 	if len(missing)+len(extra)+len(wrong) > 0 {
+		for k, r := range got { // what the oracle knows of an extra one
+			if _, ok := expected[k]; !ok && want.Explain != nil {
+				t.Logf("extra dead letter %s (%s): the oracle saw %s", k, r, want.Explain(k))
+			}
+		}
 		first := func(l []string) []string { return l[:min(len(l), 5)] } // the first 5, whole
 		t.Errorf("dead letters differ from the oracle's %d: %d missing %q, %d extra %q, %d with another reason %q",
 			len(expected), len(missing), first(missing), len(extra), first(extra), len(wrong), first(wrong))

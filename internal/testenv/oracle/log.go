@@ -35,6 +35,10 @@ type LogResult struct {
 	// Invalid maps every message that did not decode or route to its
 	// reason.
 	Invalid map[string]string
+	// Explain says what the oracle saw of the message at where (ID, event
+	// time, its partition's stream time before it, the statuses of its
+	// updates), for a failure's message.
+	Explain func(where string) string
 }
 
 // Log is what FromLog needs to decode and route messages: the schemas by
@@ -73,6 +77,13 @@ func (l Log) FromLog(boards []*ranking.Board, log []LogMessage) LogResult {
 		partition int
 	}
 	stream := map[tp]time.Time{}
+	seen := map[string]string{}
+	res.Explain = func(where string) string {
+		if e, ok := seen[where]; ok {
+			return e
+		}
+		return "nothing (not in the log, or not applied)"
+	}
 	for _, m := range msgs {
 		topic := m.Topic
 		if t, ok := l.TopicMap[topic]; ok {
@@ -105,7 +116,10 @@ func (l Log) FromLog(boards []*ranking.Board, log []LogMessage) LogResult {
 		for i := range ups {
 			ups[i].StreamTime = st
 		}
-		for _, s := range res.Oracle.Apply(ups) {
+		statuses := res.Oracle.Apply(ups)
+		seen[m.Where()] = fmt.Sprintf("id %s, event time %s, stream time before it %s, statuses %v",
+			ev.ID, ev.Time.UTC().Format(time.RFC3339Nano), st.UTC().Format(time.RFC3339Nano), statuses)
+		for _, s := range statuses {
 			switch s {
 			case ranking.StatusApplied:
 				res.Applied++
