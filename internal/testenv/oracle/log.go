@@ -78,6 +78,7 @@ func (l Log) FromLog(boards []*ranking.Board, log []LogMessage) LogResult {
 	}
 	stream := map[tp]time.Time{}
 	seen := map[string]string{}
+	firstAt := map[string]string{} // message ID -> where its first copy is
 	res.Explain = func(where string) string {
 		if e, ok := seen[where]; ok {
 			return e
@@ -117,8 +118,11 @@ func (l Log) FromLog(boards []*ranking.Board, log []LogMessage) LogResult {
 			ups[i].StreamTime = st
 		}
 		statuses := res.Oracle.Apply(ups)
-		seen[m.Where()] = fmt.Sprintf("id %s, event time %s, stream time before it %s, statuses %v",
-			ev.ID, ev.Time.UTC().Format(time.RFC3339Nano), st.UTC().Format(time.RFC3339Nano), statuses)
+		if _, ok := firstAt[ev.ID]; !ok {
+			firstAt[ev.ID] = m.Where()
+		}
+		seen[m.Where()] = fmt.Sprintf("id %s (first at %s: %s), event time %s, stream time before it %s, statuses %v",
+			ev.ID, firstAt[ev.ID], seen[firstAt[ev.ID]], ev.Time.UTC().Format(time.RFC3339Nano), st.UTC().Format(time.RFC3339Nano), statuses)
 		for _, s := range statuses {
 			switch s {
 			case ranking.StatusApplied:
