@@ -111,45 +111,39 @@ func (s *slowSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLette
 }
 
 // TestLatency: a batch whose apply takes 300 ms shows in Latency as at
-// least 300 ms (fetch to commit) for latencyWindow after its commit, then
-// no longer; Latency is 0 before any batch.
+// least 300 ms (fetch to commit), and stops showing once no batch was
+// committed for latencyWindow; Latency is 0 before any batch.
 func TestLatency(t *testing.T) {
 	f := newFixture(t, testenv.Redis(t), 1)
 	cfg := f.consumerConfig()
 	cfg.Workers = 1
 	const delay = 300 * time.Millisecond
-	c, err := New(cfg, &slowSink{inner: f.sink(), delay: delay}, WithRegisterer(f.reg), WithLogger(testLogger(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := c.Latency(); got != 0 {
+	r := f.start(cfg, &slowSink{inner: f.sink(), delay: delay})
+	if got := r.c.Latency(); got != 0 {
 		t.Errorf("latency before any batch: %v, want 0", got)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
 	f.Produce(f.NewWriter(), world.Workload(9, 50, "latency"))
 	var seen time.Duration
-	var at time.Time
 	for deadline := time.Now().Add(time.Minute); seen == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("no batch latency within a minute")
 		}
-		seen, at = c.Latency(), time.Now()
+		seen = r.c.Latency()
 	}
 	if seen < delay {
 		t.Errorf("latency of a batch applied in %v: %v", delay, seen)
 	}
-	// once no batch is committed, it goes (within the window: 5 s
-	// leaves room for a loaded machine)
-	for c.Latency() != 0 {
-		if time.Since(at) > 5*time.Second {
-			t.Fatalf("latency %v still reported 5 s after the batch (window %v)", c.Latency(), latencyWindow)
-		}
-		time.Sleep(time.Millisecond)
+	// the window, exactly: a worker's batch committed now counts, one
+	// committed just before the window does not
+	w := &worker{}
+	c := &Consumer{workers: []*worker{w}}
+	w.latency.Store(int64(delay))
+	w.latestAt.Store(mono())
+	if got := c.Latency(); got != delay {
+		t.Errorf("latency of a batch committed within the window: %v, want %v", got, delay)
+	}
+	w.latestAt.Store(mono() - int64(latencyWindow) - 1)
+	if got := c.Latency(); got != 0 {
+		t.Errorf("latency of a batch committed before the window: %v, want 0", got)
 	}
 }

@@ -212,7 +212,8 @@ const latencyWindow = 250 * time.Millisecond
 // Latency is the longest a worker's last batch took from the fetch of its
 // first message to its commit, among the batches committed in the last
 // 250 ms (0: none): the part of event-to-visible latency this process
-// adds. The API yields while it is high (httpapi.WithPriority).
+// adds. With api.yield_latency the API yields gently while it is over
+// that (httpapi.WithLatencyTarget).
 func (c *Consumer) Latency() time.Duration {
 	c.mu.Lock()
 	ws := c.workers
