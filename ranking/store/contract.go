@@ -398,7 +398,7 @@ type markArgs struct {
 	offset    int64
 	value     string // "<offset>:<stream ms>"
 	lastField string // "<topic>|<partition>" in lastKey
-	lastValue string // "<offset>:<stream ms>:<written ms>"
+	lastValue string // lastMark: "<offset>:<stream ms>:<written ms>[:np]"
 }
 
 // markFields are markArgs' Lua names, in ARGV order.
@@ -531,7 +531,7 @@ func (g *gensArgs) add(args []any) []any {
 type lastMarkArgs struct {
 	field  string // "<topic>|<partition>"
 	offset int64
-	value  string // "<offset>:<stream ms>:<written ms>"
+	value  string // lastMark: "<offset>:<stream ms>:<written ms>[:np]"
 }
 
 var (

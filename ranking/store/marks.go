@@ -49,8 +49,28 @@ func (s *Store) markKey(topic string, partition int) string {
 // lastMarksKey is the hash of every partition's latest mark.
 func (s *Store) lastMarksKey() string { return s.base + ":wm:last" }
 
-// writeMarks queues the writes of marks on pipe.
-func (s *Store) writeMarks(ctx context.Context, pipe redis.Pipeliner, marks []Mark) []redis.Cmder {
+// lastMark renders a partition's latest mark, v ("<offset>:<stream ms>"),
+// written at now, for the hash of latest marks: "<offset>:<stream
+// ms>:<written ms>", followed by ":np" when positioned is false (the writer
+// wrote no position record beside it: a replay building a generation).
+// Positions takes a latest mark for a position only without the suffix
+// (Position.Legacy): a replay that rebuilds the boards after Redis lost
+// them writes marks of partitions whose live consumption is halted, and
+// those must stay halted until the replay's switch raises their positions.
+func lastMark(v string, now int64, positioned bool) string {
+	v += ":" + strconv.FormatInt(now, 10)
+	if !positioned {
+		v += markNoPosition
+	}
+	return v
+}
+
+// markNoPosition ends a latest mark written without a position record.
+const markNoPosition = ":np"
+
+// writeMarks queues the writes of marks on pipe; positioned tells whether
+// position records are written beside them (see lastMark).
+func (s *Store) writeMarks(ctx context.Context, pipe redis.Pipeliner, marks []Mark, positioned bool) []redis.Cmder {
 	if len(marks) == 0 {
 		return nil
 	}
@@ -63,7 +83,7 @@ func (s *Store) writeMarks(ctx context.Context, pipe redis.Pipeliner, marks []Ma
 		cmds = append(cmds,
 			pipe.ZAdd(ctx, k, redis.Z{Score: float64(m.Offset), Member: v}),
 			pipe.ZRemRangeByRank(ctx, k, 0, -marksKept-1))
-		lm := lastMarkArgs{field: m.Topic + "|" + strconv.Itoa(m.Partition), offset: m.Offset, value: v + ":" + strconv.FormatInt(now, 10)}
+		lm := lastMarkArgs{field: m.Topic + "|" + strconv.Itoa(m.Partition), offset: m.Offset, value: lastMark(v, now, positioned)}
 		last = lm.add(last)
 	}
 	// EVAL, not EVALSHA: a NOSCRIPT here would fail the whole batch.
@@ -154,8 +174,8 @@ func (s *Store) LastMarks(ctx context.Context) ([]PartitionMark, error) {
 			continue
 		}
 		wall := int64(0)
-		if j := strings.LastIndexByte(v, ':'); j >= 0 {
-			wall, _ = strconv.ParseInt(v[j+1:], 10, 64)
+		if f := strings.SplitN(v, ":", 4); len(f) >= 3 {
+			wall, _ = strconv.ParseInt(f[2], 10, 64)
 		}
 		out = append(out, PartitionMark{
 			Mark:    Mark{Topic: tp[:i], Partition: p, Offset: off, Time: markTime(ms)},

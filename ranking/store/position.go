@@ -69,7 +69,8 @@ type Position struct {
 	Done             bool
 	// Legacy reports a partition without a record whose latest stream time
 	// mark (written by rankd versions before position records) stands in
-	// for one: Done at the mark's offset, Record "".
+	// for one: Done at the mark's offset, Record "". A mark written without
+	// a position record by this version (a replay's) never does.
 	Legacy bool
 }
 
@@ -182,7 +183,8 @@ func IsPositionError(err error) (*PositionError, bool) {
 
 // Positions returns the position records of the given partitions (Span's
 // Topic and Partition; the rest is ignored). A partition without a record
-// falls back to its latest stream time mark (Position.Legacy), if any.
+// falls back to its latest stream time mark (Position.Legacy), if any and
+// written by live consumption.
 func (s *Store) Positions(ctx context.Context, at []Span) ([]Position, error) {
 	out := make([]Position, len(at))
 	if len(at) == 0 {
@@ -209,7 +211,7 @@ func (s *Store) Positions(ctx context.Context, at []Span) ([]Position, error) {
 		if out[i], err = parsePosition(a.Topic, a.Partition, rec); err != nil {
 			return nil, err
 		}
-		if last, ok := lv[i].(string); ok && rec == "" {
+		if last, ok := lv[i].(string); ok && rec == "" && !strings.HasSuffix(last, markNoPosition) {
 			off, ms, err := parseMark(last)
 			if err != nil {
 				return nil, err

@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -312,5 +313,55 @@ func TestReplayLockLost(t *testing.T) {
 	}
 	if gs, err := s.Generations(ctx); err != nil || gs["tot"].Active != 0 {
 		t.Fatalf("generations after the refused switch: %v, %v; want tot active 0", gs, err)
+	}
+}
+
+// TestPositionsLegacy: a partition without a position record resumes at
+// its latest stream time mark when a rankd version before position records
+// wrote it, but not when a replay building a generation did: after Redis
+// lost everything, a replay's marks must not resume live consumption of the
+// partitions it halted before the replay's switch (that consumption would
+// apply to the old generation, whose dedupe keys are gone, and dead-letter
+// by its verdicts).
+func TestPositionsLegacy(t *testing.T) {
+	ctx := t.Context()
+	b := &ranking.Board{Name: "tot", Window: ranking.WindowTotal}
+	rdb := testenv.Redis(t).Client(t)
+	prefix := testenv.Prefix(t)
+	at := day(21, 10)
+	now := day(21, 11)
+	s, err := store.New(rdb, []*ranking.Board{b}, store.WithPrefix(prefix), store.WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// what a version before position records left: a latest mark only
+	if err := rdb.HSet(ctx, prefix+":wm:last", "gift|1", fmt.Sprintf("70:%d:%d", at.UnixMilli(), now.UnixMilli())).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// a replay's build writes marks of partitions 2 (and 1, below its
+	// legacy mark: the latest mark never moves back)
+	if _, err := s.Generation(1).Apply(ctx, nil,
+		store.Mark{Topic: "gift", Partition: 1, Offset: 40, Time: at},
+		store.Mark{Topic: "gift", Partition: 2, Offset: 90, Time: at}); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := s.Positions(ctx, []store.Span{{Topic: "gift", Partition: 1}, {Topic: "gift", Partition: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off, tm := ps[0].Resume(); !ps[0].Legacy || !ps[0].Done || off != 70 || !tm.Equal(at) {
+		t.Errorf("partition 1: %+v, want legacy, done at 70 with stream time %v", ps[0], at)
+	}
+	if ps[1].Exists() {
+		t.Errorf("partition 2: %+v (%s), want none: a replay's mark is not a position", ps[1], ps[1])
+	}
+	// the marks themselves are there, with their write times
+	marks, err := s.LastMarks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(marks, func(a, b store.PartitionMark) int { return a.Partition - b.Partition })
+	if len(marks) != 2 || marks[0].Offset != 70 || marks[1].Offset != 90 || !marks[1].Time.Equal(at) || !marks[1].Written.Equal(now) || !marks[0].Written.Equal(now) {
+		t.Errorf("latest marks %+v, want gift/1 at 70 and gift/2 at 90, stream time %v, written %v", marks, at, now)
 	}
 }

@@ -388,6 +388,7 @@ func runChaos(t *testing.T, bin string, plan chaosPlan) {
 	checkStart := time.Now()
 	exp := expect(t, cfg, brokers, chaosTopics, prod)
 	expected := time.Since(checkStart)
+	checkMarks(t, rdb, cfg.Redis.Prefix, exp.log, exp.res)
 	diff := compareBoards(t, cfg, rdb, exp.res.Oracle)
 	t.Logf("checks: log read and oracle in %v, boards compared in %v", expected.Round(time.Millisecond), (time.Since(checkStart) - expected).Round(time.Millisecond))
 	dlWhere, dlReasons := deadLetters(t, brokers, chaosDLQ)

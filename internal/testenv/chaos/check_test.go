@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -395,4 +396,52 @@ func reasonsLine(m map[string]int) string {
 		return "none"
 	}
 	return strings.Join(parts, " ")
+}
+
+// checkMarks fails t unless every stream time mark Redis holds (the sorted
+// set <prefix>:wm:{topic|partition}, members "offset:ms", see
+// store.Mark) is the log's stream time at its offset as the oracle
+// computes it: a wrong mark makes every later verdict of its partition
+// wrong, including those of messages whose boards have since expired.
+func checkMarks(t *testing.T, rdb redis.UniversalClient, prefix string, log []oracle.LogMessage, res oracle.LogResult) {
+	t.Helper()
+	type tp struct {
+		topic     string
+		partition int
+	}
+	parts := map[tp]bool{}
+	for _, m := range log {
+		parts[tp{m.Topic, m.Partition}] = true
+	}
+	var bad []string
+	n := 0
+	for p := range parts {
+		key := fmt.Sprintf("%s:wm:{%s|%d}", prefix, p.topic, p.partition)
+		vs, err := rdb.ZRange(t.Context(), key, 0, -1).Result()
+		if err != nil {
+			t.Fatalf("reading the marks of %s/%d: %v", p.topic, p.partition, err)
+		}
+		for _, v := range vs {
+			n++
+			o, ms, ok := strings.Cut(v, ":")
+			off, err1 := strconv.ParseInt(o, 10, 64)
+			got, err2 := strconv.ParseInt(ms, 10, 64)
+			if !ok || err1 != nil || err2 != nil {
+				bad = append(bad, fmt.Sprintf("%s/%d: malformed mark %q", p.topic, p.partition, v))
+				continue
+			}
+			want := int64(-1)
+			if st := res.StreamTime(p.topic, p.partition, off); !st.IsZero() {
+				want = st.UnixMilli()
+			}
+			if got != want {
+				bad = append(bad, fmt.Sprintf("%s/%d at %d: %s, want %s", p.topic, p.partition, off,
+					time.UnixMilli(got).UTC().Format(time.RFC3339Nano), time.UnixMilli(want).UTC().Format(time.RFC3339Nano)))
+			}
+		}
+	}
+	sort.Strings(bad)
+	if len(bad) > 0 {
+		t.Errorf("%d of %d stream time marks differ from the log's: %q", len(bad), n, bad[:min(len(bad), 5)])
+	}
 }

@@ -232,6 +232,7 @@ func runOverload(t *testing.T, bin string) {
 	checkStart := time.Now()
 	exp := expect(t, cfg, brokers, chaosTopics, prod)
 	expected := time.Since(checkStart)
+	checkMarks(t, srv.Client(t), cfg.Redis.Prefix, exp.log, exp.res)
 	diff := compareBoards(t, cfg, srv.Client(t), exp.res.Oracle)
 	t.Logf("checks: log read and oracle in %v, boards compared in %v", expected.Round(time.Millisecond), (time.Since(checkStart) - expected).Round(time.Millisecond))
 	dlWhere, dlReasons := deadLetters(t, brokers, chaosDLQ)

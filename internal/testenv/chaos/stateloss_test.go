@@ -221,7 +221,7 @@ func runStateLoss(t *testing.T, bin, scenario string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("%s: detected %.2fs after the loss", scenario, detected.Seconds())
+	t.Logf("%s: detected %.2fs after the loss (at %s)", scenario, detected.Seconds(), lost.Format("15:04:05.000"))
 
 	var replayed time.Duration
 	if halts {
@@ -242,7 +242,7 @@ func runStateLoss(t *testing.T, bin, scenario string) {
 			t.Fatalf("rankd replay: %v\n%s", err, out)
 		}
 		replayed = time.Since(start)
-		t.Logf("%s: rankd replay --yes took %.2fs", scenario, replayed.Seconds())
+		t.Logf("%s: rankd replay --yes ran from %s for %.2fs", scenario, start.Format("15:04:05.000"), replayed.Seconds())
 	}
 	if _, err := c.watchRecovery(before, lost, "after the loss").wait(c); err != nil {
 		c.failWithLogs("%v", err)
@@ -287,6 +287,7 @@ func runStateLoss(t *testing.T, bin, scenario string) {
 		}
 	}
 	exp := expect(t, cfg, brokers, chaosTopics, prod)
+	checkMarks(t, master(), cfg.Redis.Prefix, exp.log, exp.res)
 	diff := compareBoards(t, cfg, master(), exp.res.Oracle)
 	dlWhere, _ := deadLetters(t, brokers, chaosDLQ)
 	checkDeadLetters(t, dlWhere, exp.res)

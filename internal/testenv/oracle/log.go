@@ -39,6 +39,10 @@ type LogResult struct {
 	// time, its partition's stream time before it, the statuses of its
 	// updates), for a failure's message.
 	Explain func(where string) string
+	// StreamTime returns a partition's stream time before offset: the
+	// greatest event time of its messages that decoded, at lower offsets
+	// (zero: none), as the consumer's stream time marks must hold it.
+	StreamTime func(topic string, partition int, offset int64) time.Time
 }
 
 // Log is what FromLog needs to decode and route messages: the schemas by
@@ -77,6 +81,19 @@ func (l Log) FromLog(boards []*ranking.Board, log []LogMessage) LogResult {
 		partition int
 	}
 	stream := map[tp]time.Time{}
+	type step struct { // a partition's stream time after the message at off
+		off int64
+		st  time.Time
+	}
+	steps := map[tp][]step{}
+	res.StreamTime = func(topic string, partition int, offset int64) time.Time {
+		ss := steps[tp{topic, partition}]
+		i, _ := slices.BinarySearchFunc(ss, offset, func(s step, off int64) int { return cmp.Compare(s.off, off) })
+		if i == 0 {
+			return time.Time{}
+		}
+		return ss[i-1].st
+	}
 	seen := map[string]string{}
 	firstAt := map[string]string{} // message ID -> where its first copy is
 	res.Explain = func(where string) string {
@@ -105,6 +122,7 @@ func (l Log) FromLog(boards []*ranking.Board, log []LogMessage) LogResult {
 		if ev.Time.After(st) {
 			stream[k] = ev.Time
 		}
+		steps[k] = append(steps[k], step{m.Offset, stream[k]})
 		if l.Apply != nil && !l.Apply(m) {
 			continue
 		}
@@ -121,8 +139,12 @@ func (l Log) FromLog(boards []*ranking.Board, log []LogMessage) LogResult {
 		if _, ok := firstAt[ev.ID]; !ok {
 			firstAt[ev.ID] = m.Where()
 		}
-		seen[m.Where()] = fmt.Sprintf("id %s (first at %s: %s), event time %s, stream time before it %s, statuses %v",
-			ev.ID, firstAt[ev.ID], seen[firstAt[ev.ID]], ev.Time.UTC().Format(time.RFC3339Nano), st.UTC().Format(time.RFC3339Nano), statuses)
+		first := ""
+		if f := firstAt[ev.ID]; f != m.Where() {
+			first = fmt.Sprintf(" (first at %s: %s)", f, seen[f])
+		}
+		seen[m.Where()] = fmt.Sprintf("id %s%s, event time %s, stream time before it %s, statuses %v",
+			ev.ID, first, ev.Time.UTC().Format(time.RFC3339Nano), st.UTC().Format(time.RFC3339Nano), statuses)
 		for _, s := range statuses {
 			switch s {
 			case ranking.StatusApplied:
