@@ -236,7 +236,7 @@ func (s *Store) applyAll(ctx context.Context, evs []Event, spans []Span, marks [
 				}
 			}
 			if k == len(calls)-1 {
-				mk = root.markArgs(marks, spans != nil)
+				mk = root.markArgs(marks, s.root == nil)
 			}
 		}
 		head.nSpans, head.nMarks = len(sp), len(mk)
@@ -256,7 +256,7 @@ func (s *Store) applyAll(ctx context.Context, evs []Event, spans []Span, marks [
 		// after every call succeeded: the nodes of a cluster order nothing
 		// between them
 		pipe := s.rdb.Pipeline()
-		cmds := append(root.writeMarks(ctx, pipe, marks, spans != nil), root.writePositions(ctx, pipe, spans)...)
+		cmds := append(root.writeMarks(ctx, pipe, marks, s.root == nil), root.writePositions(ctx, pipe, spans)...)
 		_, _ = pipe.Exec(ctx)
 		for _, c := range cmds {
 			if err := c.Err(); err != nil {
@@ -422,18 +422,21 @@ func (s *Store) forgetDims() {
 	}
 }
 
-// markArgs renders marks for the apply script; positioned tells whether
-// the call also writes the partitions' position records (see lastMark).
-func (s *Store) markArgs(marks []Mark, positioned bool) []markArgs {
+// markArgs renders marks for the apply script; latest tells whether they
+// also raise the partitions' latest marks (not for a replay's generation:
+// see lastMark).
+func (s *Store) markArgs(marks []Mark, latest bool) []markArgs {
 	if len(marks) == 0 {
 		return nil
 	}
 	now := s.now().UnixMilli()
 	out := make([]markArgs, len(marks))
 	for i, m := range marks {
-		v := strconv.FormatInt(m.Offset, 10) + ":" + strconv.FormatInt(markMs(m.Time), 10)
-		out[i] = markArgs{zkey: s.markKey(m.Topic, m.Partition), offset: m.Offset, value: v,
-			lastField: posField(m.Topic, m.Partition), lastValue: lastMark(v, now, positioned)}
+		v := markValue(m)
+		out[i] = markArgs{zkey: s.markKey(m.Topic, m.Partition), offset: m.Offset, value: v}
+		if latest {
+			out[i].lastField, out[i].lastValue = posField(m.Topic, m.Partition), lastMark(v, now)
+		}
 	}
 	return out
 }

@@ -260,7 +260,7 @@ var luaKeys = map[string][]string{
 	"dense.lua":     denseKeys,
 	"gens.lua":      gensKeys,
 	"marks.lua":     marksKeys,
-	"positions.lua": {"key"},
+	"positions.lua": raiseKeys,
 	"rollover.lua":  {"meta"}, // the stream's meta hash
 	"standings.lua": standingsKeys,
 	"unlock.lua":    unlockKeys,
@@ -398,7 +398,7 @@ type markArgs struct {
 	offset    int64
 	value     string // "<offset>:<stream ms>"
 	lastField string // "<topic>|<partition>" in lastKey
-	lastValue string // lastMark: "<offset>:<stream ms>:<written ms>[:np]"
+	lastValue string // lastMark: "<offset>:<stream ms>:<written ms>"; "": none (lastField "" too)
 }
 
 // markFields are markArgs' Lua names, in ARGV order.
@@ -525,13 +525,42 @@ func (g *gensArgs) add(args []any) []any {
 	return args
 }
 
+// raiseHeadArgs is the head of a positions.lua call (Store.RaisePositions):
+// the gens counter as the caller read it (GENS_NONE: none). raiseArgs
+// follow it, one per partition.
+type raiseHeadArgs struct {
+	gens string
+}
+
+// raiseArgs raises one partition's position record (when Redis has none
+// or one that resumes below offset) and its latest mark (when the stored
+// one is below offset).
+type raiseArgs struct {
+	field     string // "<topic>|<partition>"
+	offset    int64
+	record    string // the record to set
+	lastValue string // the latest mark to set (lastMark)
+}
+
+var (
+	raiseKeys       = []string{"key", "lkey"}
+	raiseHeadFields = []string{"gens"}
+	raiseFields     = []string{"f", "off", "rec", "lv"}
+)
+
+func (h *raiseHeadArgs) add(args []any) []any { return append(args, h.gens) }
+
+func (r *raiseArgs) add(args []any) []any {
+	return append(args, r.field, r.offset, r.record, r.lastValue)
+}
+
 // lastMarkArgs is one partition's latest mark in a marks.lua call, which
 // raises the marks in the hash of every partition's latest mark (KEYS:
 // marksKeys); one follows another.
 type lastMarkArgs struct {
 	field  string // "<topic>|<partition>"
 	offset int64
-	value  string // lastMark: "<offset>:<stream ms>:<written ms>[:np]"
+	value  string // lastMark: "<offset>:<stream ms>:<written ms>"
 }
 
 var (

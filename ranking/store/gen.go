@@ -139,9 +139,10 @@ func (s *Store) view(g int) *Store {
 }
 
 // Generation returns a store that reads and writes generation g only, for a
-// replay that builds it. Its Apply writes the marks it is given like the
-// root store (marks belong to the log, not to a generation; a partition's
-// latest mark never moves back).
+// replay that builds it. Its Apply writes the marks it is given to the
+// partitions' sorted sets of marks (marks belong to the log, not to a
+// generation), not to the latest marks, which live consumption writes with
+// its position records (see lastMark).
 func (s *Store) Generation(g int) *Store { return s.view(g) }
 
 // parts splits evs into the shares that go to each generation. On a

@@ -49,28 +49,26 @@ func (s *Store) markKey(topic string, partition int) string {
 // lastMarksKey is the hash of every partition's latest mark.
 func (s *Store) lastMarksKey() string { return s.base + ":wm:last" }
 
-// lastMark renders a partition's latest mark, v ("<offset>:<stream ms>"),
-// written at now, for the hash of latest marks: "<offset>:<stream
-// ms>:<written ms>", followed by ":np" when positioned is false (the writer
-// wrote no position record beside it: a replay building a generation).
-// Positions takes a latest mark for a position only without the suffix
-// (Position.Legacy): a replay that rebuilds the boards after Redis lost
-// them writes marks of partitions whose live consumption is halted, and
-// those must stay halted until the replay's switch raises their positions.
-func lastMark(v string, now int64, positioned bool) string {
-	v += ":" + strconv.FormatInt(now, 10)
-	if !positioned {
-		v += markNoPosition
-	}
-	return v
+// markValue renders m for its partition's sorted set of marks:
+// "<offset>:<stream ms>".
+func markValue(m Mark) string {
+	return strconv.FormatInt(m.Offset, 10) + ":" + strconv.FormatInt(markMs(m.Time), 10)
 }
 
-// markNoPosition ends a latest mark written without a position record.
-const markNoPosition = ":np"
+// lastMark renders a partition's latest mark, v (markValue), written at
+// now, for the hash of latest marks: "<offset>:<stream ms>:<written ms>".
+// That hash says how far the boards readers use were applied: it is
+// written by the root store's applies (live consumption, beside its
+// position records) and by RaisePositions at a replay's switch; it is the
+// finality of LowWatermark, and for a partition without a position record
+// it stands in for one (Position.Legacy). A replay's marks (the Apply of a
+// Generation's store) go to the sorted sets only: they must neither make
+// periods final nor resume halted partitions before the switch.
+func lastMark(v string, now int64) string { return v + ":" + strconv.FormatInt(now, 10) }
 
-// writeMarks queues the writes of marks on pipe; positioned tells whether
-// position records are written beside them (see lastMark).
-func (s *Store) writeMarks(ctx context.Context, pipe redis.Pipeliner, marks []Mark, positioned bool) []redis.Cmder {
+// writeMarks queues the writes of marks on pipe, and of the partitions'
+// latest marks when latest (see lastMark).
+func (s *Store) writeMarks(ctx context.Context, pipe redis.Pipeliner, marks []Mark, latest bool) []redis.Cmder {
 	if len(marks) == 0 {
 		return nil
 	}
@@ -79,12 +77,15 @@ func (s *Store) writeMarks(ctx context.Context, pipe redis.Pipeliner, marks []Ma
 	last := make([]any, 0, len(lastMarkFields)*len(marks))
 	for _, m := range marks {
 		k := s.markKey(m.Topic, m.Partition)
-		v := strconv.FormatInt(m.Offset, 10) + ":" + strconv.FormatInt(markMs(m.Time), 10)
+		v := markValue(m)
 		cmds = append(cmds,
 			pipe.ZAdd(ctx, k, redis.Z{Score: float64(m.Offset), Member: v}),
 			pipe.ZRemRangeByRank(ctx, k, 0, -marksKept-1))
-		lm := lastMarkArgs{field: m.Topic + "|" + strconv.Itoa(m.Partition), offset: m.Offset, value: lastMark(v, now, positioned)}
+		lm := lastMarkArgs{field: posField(m.Topic, m.Partition), offset: m.Offset, value: lastMark(v, now)}
 		last = lm.add(last)
+	}
+	if !latest {
+		return cmds
 	}
 	// EVAL, not EVALSHA: a NOSCRIPT here would fail the whole batch.
 	return append(cmds, marksScript.Eval(ctx, pipe, []string{s.lastMarksKey()}, last...)) // KEYS: marksKeys

@@ -69,8 +69,8 @@ type Position struct {
 	Done             bool
 	// Legacy reports a partition without a record whose latest stream time
 	// mark (written by rankd versions before position records) stands in
-	// for one: Done at the mark's offset, Record "". A mark written without
-	// a position record by this version (a replay's) never does.
+	// for one: Done at the mark's offset, Record "". A replay's marks are
+	// never latest marks (see lastMark), so they never stand in for one.
 	Legacy bool
 }
 
@@ -183,8 +183,7 @@ func IsPositionError(err error) (*PositionError, bool) {
 
 // Positions returns the position records of the given partitions (Span's
 // Topic and Partition; the rest is ignored). A partition without a record
-// falls back to its latest stream time mark (Position.Legacy), if any and
-// written by live consumption.
+// falls back to its latest stream time mark (Position.Legacy), if any.
 func (s *Store) Positions(ctx context.Context, at []Span) ([]Position, error) {
 	out := make([]Position, len(at))
 	if len(at) == 0 {
@@ -211,7 +210,7 @@ func (s *Store) Positions(ctx context.Context, at []Span) ([]Position, error) {
 		if out[i], err = parsePosition(a.Topic, a.Partition, rec); err != nil {
 			return nil, err
 		}
-		if last, ok := lv[i].(string); ok && rec == "" && !strings.HasSuffix(last, markNoPosition) {
+		if last, ok := lv[i].(string); ok && rec == "" {
 			off, ms, err := parseMark(last)
 			if err != nil {
 				return nil, err
@@ -228,10 +227,12 @@ var positionsScript = mustScript("positions.lua")
 
 // RaisePositions records that everything below each mark's offset is
 // applied, with the mark's stream time there, for partitions whose record
-// is missing or resumes below it; it returns how many it raised. `rankd
-// replay` calls it after its switch: the new generation holds every board
-// up to those offsets, so live consumption of a partition that Redis had
-// forgotten (it stopped, see ApplyFrom) resumes there.
+// is missing or resumes below it, and raises their latest marks (the
+// finality of LowWatermark) to the marks; it returns how many records it
+// raised. `rankd replay` calls it after its switch: the new generation
+// holds every board up to those offsets, so live consumption of a
+// partition that Redis had forgotten (it stopped, see ApplyFrom) resumes
+// there, and the boards' periods are final as far as the replay reached.
 func (s *Store) RaisePositions(ctx context.Context, marks []Mark) (int, error) {
 	if s.root != nil {
 		s = s.root
@@ -243,13 +244,16 @@ func (s *Store) RaisePositions(ctx context.Context, marks []Mark) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("raising positions: %w", err)
 	}
-	args := make([]any, 0, 1+3*len(marks))
-	args = append(args, next)
+	head := raiseHeadArgs{gens: next}
+	args := head.add(make([]any, 0, len(raiseHeadFields)+len(raiseFields)*len(marks)))
+	now := s.now().UnixMilli()
 	for _, m := range marks {
 		sp := Span{From: m.Offset, To: m.Offset, FromTime: m.Time, ToTime: m.Time}
-		args = append(args, posField(m.Topic, m.Partition), m.Offset, sp.record(1, 1, "r"))
+		ra := raiseArgs{field: posField(m.Topic, m.Partition), offset: m.Offset, record: sp.record(1, 1, "r"),
+			lastValue: lastMark(markValue(m), now)}
+		args = ra.add(args)
 	}
-	keys := []string{s.posKey()}
+	keys := []string{s.posKey(), s.lastMarksKey()} // raiseKeys
 	n, err := positionsScript.Run(ctx, s.rdb, keys, args...).Int() // EVALSHA, EVAL on NOSCRIPT
 	if err != nil {
 		return 0, fmt.Errorf("raising positions: %w", err)

@@ -318,11 +318,13 @@ func TestReplayLockLost(t *testing.T) {
 
 // TestPositionsLegacy: a partition without a position record resumes at
 // its latest stream time mark when a rankd version before position records
-// wrote it, but not when a replay building a generation did: after Redis
-// lost everything, a replay's marks must not resume live consumption of the
-// partitions it halted before the replay's switch (that consumption would
-// apply to the old generation, whose dedupe keys are gone, and dead-letter
-// by its verdicts).
+// wrote it, but never from a replay's marks, which go to the marks' sorted
+// sets only: after Redis lost everything, the partitions live consumption
+// halted must stay halted until the replay's switch raises their positions
+// (consumption resumed earlier would apply to the old generation, whose
+// dedupe keys are gone, and dead-letter by its verdicts), and the replay's
+// marks must not make periods final before the switch (LowWatermark) while
+// readers still see the old generation.
 func TestPositionsLegacy(t *testing.T) {
 	ctx := t.Context()
 	b := &ranking.Board{Name: "tot", Window: ranking.WindowTotal}
@@ -338,30 +340,56 @@ func TestPositionsLegacy(t *testing.T) {
 	if err := rdb.HSet(ctx, prefix+":wm:last", "gift|1", fmt.Sprintf("70:%d:%d", at.UnixMilli(), now.UnixMilli())).Err(); err != nil {
 		t.Fatal(err)
 	}
-	// a replay's build writes marks of partitions 2 (and 1, below its
-	// legacy mark: the latest mark never moves back)
+	// a replay's build writes marks of partitions 1 (beyond the legacy
+	// mark) and 2
 	if _, err := s.Generation(1).Apply(ctx, nil,
-		store.Mark{Topic: "gift", Partition: 1, Offset: 40, Time: at},
+		store.Mark{Topic: "gift", Partition: 1, Offset: 80, Time: at},
 		store.Mark{Topic: "gift", Partition: 2, Offset: 90, Time: at}); err != nil {
 		t.Fatal(err)
 	}
-	ps, err := s.Positions(ctx, []store.Span{{Topic: "gift", Partition: 1}, {Topic: "gift", Partition: 2}})
-	if err != nil {
-		t.Fatal(err)
+	positions := func() []store.Position {
+		t.Helper()
+		ps, err := s.Positions(ctx, []store.Span{{Topic: "gift", Partition: 1}, {Topic: "gift", Partition: 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ps
 	}
+	ps := positions()
 	if off, tm := ps[0].Resume(); !ps[0].Legacy || !ps[0].Done || off != 70 || !tm.Equal(at) {
-		t.Errorf("partition 1: %+v, want legacy, done at 70 with stream time %v", ps[0], at)
+		t.Errorf("partition 1: %s (legacy %v), want legacy, done at 70 with stream time %v", ps[0], ps[0].Legacy, at)
 	}
 	if ps[1].Exists() {
-		t.Errorf("partition 2: %+v (%s), want none: a replay's mark is not a position", ps[1], ps[1])
+		t.Errorf("partition 2: %s, want none: a replay's mark is not a position", ps[1])
 	}
-	// the marks themselves are there, with their write times
-	marks, err := s.LastMarks(ctx)
-	if err != nil {
-		t.Fatal(err)
+	lastMarks := func() []store.PartitionMark {
+		t.Helper()
+		marks, err := s.LastMarks(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.SortFunc(marks, func(a, b store.PartitionMark) int { return a.Partition - b.Partition })
+		return marks
 	}
-	slices.SortFunc(marks, func(a, b store.PartitionMark) int { return a.Partition - b.Partition })
-	if len(marks) != 2 || marks[0].Offset != 70 || marks[1].Offset != 90 || !marks[1].Time.Equal(at) || !marks[1].Written.Equal(now) || !marks[0].Written.Equal(now) {
-		t.Errorf("latest marks %+v, want gift/1 at 70 and gift/2 at 90, stream time %v, written %v", marks, at, now)
+	if m := lastMarks(); len(m) != 1 || m[0].Offset != 70 || !m[0].Written.Equal(now) {
+		t.Errorf("latest marks %+v, want only gift/1 at 70 written %v (the legacy one)", m, now)
+	}
+	// the replay's marks are in the sorted sets, for stream times
+	if tms, err := s.StreamTimes(ctx, []store.Mark{{Topic: "gift", Partition: 2, Offset: 90}}); err != nil || !tms[0].Equal(at) {
+		t.Errorf("stream time of gift/2 at 90: %v, %v; want %v", tms, err, at)
+	}
+	// the switch's RaisePositions makes them positions and latest marks
+	if n, err := s.RaisePositions(ctx, []store.Mark{{Topic: "gift", Partition: 1, Offset: 80, Time: at},
+		{Topic: "gift", Partition: 2, Offset: 90, Time: at}}); err != nil || n != 2 {
+		t.Fatalf("raised %d, %v; want 2", n, err)
+	}
+	ps = positions()
+	for i, want := range []int64{80, 90} {
+		if off, _ := ps[i].Resume(); ps[i].Legacy || !ps[i].Done || off != want {
+			t.Errorf("partition %d after the raise: %s (legacy %v), want a record done at %d", i+1, ps[i], ps[i].Legacy, want)
+		}
+	}
+	if m := lastMarks(); len(m) != 2 || m[0].Offset != 80 || m[1].Offset != 90 || !m[1].Time.Equal(at) || !m[1].Written.Equal(now) {
+		t.Errorf("latest marks %+v, want gift/1 at 80 and gift/2 at 90, stream time %v, written %v", m, at, now)
 	}
 }

@@ -590,15 +590,18 @@ for gi, g in ipairs(G) do
   end
 end
 
--- stream time marks, after the effects they describe (marks.lua's rule:
--- the latest mark of a partition only moves forward)
+-- stream time marks, after the effects they describe, and the latest mark
+-- of a partition (lf; "" for a replay's generation, see marks.go) only
+-- moving forward (marks.lua's rule)
 for _, mk in ipairs(MK) do
   call('ZADD', mk.zkey, int(mk.off), mk.v)
   call('ZREMRANGEBYRANK', mk.zkey, 0, int(-MARKS_KEPT - 1))
-  local cur = call('HGET', P.lkey, mk.lf)
-  local old = -1
-  if cur then old = tonumber(string.match(cur, '^(-?%d+)')) or -1 end
-  if mk.off > old then call('HSET', P.lkey, mk.lf, mk.lv) end
+  if mk.lf ~= '' then
+    local cur = call('HGET', P.lkey, mk.lf)
+    local old = -1
+    if cur then old = tonumber(string.match(cur, '^(-?%d+)')) or -1 end
+    if mk.off > old then call('HSET', P.lkey, mk.lf, mk.lv) end
+  end
 end
 
 -- verdicts: originals first (stored with their dedupe key when not all

@@ -1,26 +1,35 @@
--- positions.lua: raise partitions' position records (Store.RaisePositions).
+-- positions.lua: raise partitions' position records and latest marks
+-- (Store.RaisePositions), after a replay's switch.
 -- KEYS[1]  <base>:pos, a hash: "<topic>|<partition>" -> record (position.go)
--- ARGV     gens counter, then field, offset, record, ... (triples)
+-- KEYS[2]  <base>:wm:last, every partition's latest mark (marks.lua)
+-- ARGV     raiseHeadArgs, then raiseArgs, one after another (contract.go)
 -- The gens counter (the gens hash's "next" as the caller read it) becomes
 -- the last one seen (POS_GENS; GENS_NONE removes it). A record is set when
 -- the field has none or its resume offset (To of a done record, From of
--- another) is below offset. Returns how many were set.
+-- another) is below offset; the latest mark when offset is beyond its
+-- stored one (marks.lua's rule). Returns how many records were set.
 local key = KEYS[1]
+local lkey = KEYS[2]
+local H = {gens = nx()}
 local n = 0
-if ARGV[1] == GENS_NONE then call('HDEL', key, POS_GENS) else call('HSET', key, POS_GENS, ARGV[1]) end
-for i = 2, #ARGV, 3 do
-  local f, off, rec = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
-  local cur = call('HGET', key, f)
+if H.gens == GENS_NONE then call('HDEL', key, POS_GENS) else call('HSET', key, POS_GENS, H.gens) end
+while pos <= #A do
+  local r = {f = nx(), off = nn(), rec = nx(), lv = nx()}
+  local cur = call('HGET', key, r.f)
   local set = not cur
   if cur then
     local from, to, k, total = string.match(cur, '^(%-?%d+):%-?%d+:(%-?%d+):%-?%d+:(%d+):(%d+):')
     local resume = tonumber(from)
     if k == total then resume = tonumber(to) end
-    set = resume == nil or resume < off
+    set = resume == nil or resume < r.off
   end
   if set then
-    call('HSET', key, f, rec)
+    call('HSET', key, r.f, r.rec)
     n = n + 1
   end
+  local last = call('HGET', lkey, r.f)
+  local old = -1
+  if last then old = tonumber(string.match(last, '^(-?%d+)')) or -1 end
+  if r.off > old then call('HSET', lkey, r.f, r.lv) end
 end
 return n
