@@ -253,7 +253,7 @@ func (s *Store) RaisePositions(ctx context.Context, marks []Mark) (int, error) {
 			lastValue: lastMark(markValue(m), now)}
 		args = ra.add(args)
 	}
-	keys := []string{s.posKey(), s.lastMarksKey()} // raiseKeys
+	keys := []string{s.posKey(), s.lastMarksKey()}                 // raiseKeys
 	n, err := positionsScript.Run(ctx, s.rdb, keys, args...).Int() // EVALSHA, EVAL on NOSCRIPT
 	if err != nil {
 		return 0, fmt.Errorf("raising positions: %w", err)
