@@ -124,11 +124,31 @@ func TestRedisWiped(t *testing.T) {
 	for _, b := range f.Cfg.Boards() {
 		boards = append(boards, b.Name)
 	}
+	// Until its switch, the replay's marks of the new generation neither
+	// resume the halted partitions (they would apply to the old generation,
+	// whose dedupe keys are gone) nor count for finality: the observer,
+	// told of the verification before the switch, waits past the
+	// consumer's recheck of its halted partitions (every 2 s).
+	obs := &beforeSwitch{check: func() {
+		time.Sleep(2500 * time.Millisecond)
+		if h := c.Halted(); len(h) != 9 {
+			t.Errorf("before the replay's switch, %d partitions halted, want 9 (resumed from the replay's marks): %v", len(h), h)
+		}
+		if m, err := f.Store.LastMarks(ctx); err != nil || len(m) != 0 {
+			t.Errorf("before the replay's switch, latest marks %v, %v; want none (a replay's marks are not live ones)", m, err)
+		}
+	}}
 	rb := &Rebuild{Replay: Config{Brokers: f.Broker.Addrs(), Topics: f.Topics, BatchCount: 97},
 		Schemas: f.Cfg.Schemas(), Router: f.Router, Boards: boards, Group: f.Group,
-		Logger: testLogger(t), SinkOptions: []consumer.Option{consumer.WithTopicMap(f.TopicMap)}}
+		Logger: testLogger(t), SinkOptions: []consumer.Option{consumer.WithTopicMap(f.TopicMap)}, Observer: obs}
 	if _, err := rb.Run(ctx, f.Store); err != nil {
 		t.Fatal(err)
+	}
+	if !obs.checked {
+		t.Fatal("the rebuild never verified before its switch")
+	}
+	if m, err := f.Store.LastMarks(ctx); err != nil || len(m) != 9 {
+		t.Errorf("after the switch, %d latest marks, %v; want 9 (raised with the positions)", len(m), err)
 	}
 
 	// The consumer resumes on its own.
@@ -139,6 +159,16 @@ func TestRedisWiped(t *testing.T) {
 	o, _ := f.Reference(msgs)
 	f.Compare(o)
 }
+
+// beforeSwitch is an Observer that runs check when the rebuild verified
+// the new generation, before its switch.
+type beforeSwitch struct {
+	noObserver
+	check   func()
+	checked bool
+}
+
+func (o *beforeSwitch) Verified([]BoardSize) { o.check(); o.checked = true }
 
 // gauge returns the value of the one series of the gauge name on reg.
 func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
