@@ -36,7 +36,8 @@ type Config struct {
 	MaxWait time.Duration
 	// Progress, when set, is called after every batch with the messages
 	// read so far of the batch's topic (from From; skipped ones not
-	// counted). It must not block.
+	// counted), one call at a time, so that a topic's count never goes
+	// back. It must not block.
 	Progress func(topic string, done int64)
 	// DeadLetters, when set, writes the dead letters of messages at or
 	// after their range's DeadFrom (see Range); an error is
@@ -235,12 +236,14 @@ func Run(ctx context.Context, cfg Config, ranges []Range, sink Sink) (Stats, err
 		g.Go(func() error {
 			return replayPartition(gctx, cfg, r, sink, sem, func(applied, observed int64, dead []consumer.DeadLetter) {
 				mu.Lock()
+				defer mu.Unlock()
 				stats.Messages += applied
 				stats.Observed += observed
 				for _, d := range dead {
 					stats.DeadLetters[d.Reason]++
 				}
-				mu.Unlock()
+				// under mu: a topic's partitions report in the order of
+				// their counts, so that Progress never goes back
 				n := done[r.Topic].Add(applied)
 				if cfg.Progress != nil && applied > 0 {
 					cfg.Progress(r.Topic, n)
