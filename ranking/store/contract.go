@@ -532,27 +532,23 @@ type raiseHeadArgs struct {
 	gens string
 }
 
-// raiseArgs raises one partition's position record (when Redis has none
-// or one that resumes below offset) and its latest mark (when the stored
-// one is below offset).
+// raiseArgs raises one partition's position record, when Redis has none
+// or one that resumes below offset.
 type raiseArgs struct {
-	field     string // "<topic>|<partition>"
-	offset    int64
-	record    string // the record to set
-	lastValue string // the latest mark to set (lastMark)
+	field  string // "<topic>|<partition>"
+	offset int64
+	record string // the record to set
 }
 
 var (
-	raiseKeys       = []string{"key", "lkey"}
+	raiseKeys       = []string{"key"}
 	raiseHeadFields = []string{"gens"}
-	raiseFields     = []string{"f", "off", "rec", "lv"}
+	raiseFields     = []string{"f", "off", "rec"}
 )
 
 func (h *raiseHeadArgs) add(args []any) []any { return append(args, h.gens) }
 
-func (r *raiseArgs) add(args []any) []any {
-	return append(args, r.field, r.offset, r.record, r.lastValue)
-}
+func (r *raiseArgs) add(args []any) []any { return append(args, r.field, r.offset, r.record) }
 
 // lastMarkArgs is one partition's latest mark in a marks.lua call, which
 // raises the marks in the hash of every partition's latest mark (KEYS:

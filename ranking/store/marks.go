@@ -73,22 +73,29 @@ func (s *Store) writeMarks(ctx context.Context, pipe redis.Pipeliner, marks []Ma
 		return nil
 	}
 	var cmds []redis.Cmder
-	now := s.now().UnixMilli()
-	last := make([]any, 0, len(lastMarkFields)*len(marks))
 	for _, m := range marks {
 		k := s.markKey(m.Topic, m.Partition)
-		v := markValue(m)
 		cmds = append(cmds,
-			pipe.ZAdd(ctx, k, redis.Z{Score: float64(m.Offset), Member: v}),
+			pipe.ZAdd(ctx, k, redis.Z{Score: float64(m.Offset), Member: markValue(m)}),
 			pipe.ZRemRangeByRank(ctx, k, 0, -marksKept-1))
-		lm := lastMarkArgs{field: posField(m.Topic, m.Partition), offset: m.Offset, value: lastMark(v, now)}
-		last = lm.add(last)
 	}
 	if !latest {
 		return cmds
 	}
+	return append(cmds, s.writeLastMarks(ctx, pipe, marks)...)
+}
+
+// writeLastMarks queues the raise of the partitions' latest marks to marks
+// (marks.lua: a latest mark never moves back).
+func (s *Store) writeLastMarks(ctx context.Context, pipe redis.Pipeliner, marks []Mark) []redis.Cmder {
+	now := s.now().UnixMilli()
+	last := make([]any, 0, len(lastMarkFields)*len(marks))
+	for _, m := range marks {
+		lm := lastMarkArgs{field: posField(m.Topic, m.Partition), offset: m.Offset, value: lastMark(markValue(m), now)}
+		last = lm.add(last)
+	}
 	// EVAL, not EVALSHA: a NOSCRIPT here would fail the whole batch.
-	return append(cmds, marksScript.Eval(ctx, pipe, []string{s.lastMarksKey()}, last...)) // KEYS: marksKeys
+	return []redis.Cmder{marksScript.Eval(ctx, pipe, []string{s.lastMarksKey()}, last...)} // KEYS: marksKeys
 }
 
 var marksScript = mustScript("marks.lua")

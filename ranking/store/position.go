@@ -246,17 +246,26 @@ func (s *Store) RaisePositions(ctx context.Context, marks []Mark) (int, error) {
 	}
 	head := raiseHeadArgs{gens: next}
 	args := head.add(make([]any, 0, len(raiseHeadFields)+len(raiseFields)*len(marks)))
-	now := s.now().UnixMilli()
 	for _, m := range marks {
 		sp := Span{From: m.Offset, To: m.Offset, FromTime: m.Time, ToTime: m.Time}
-		ra := raiseArgs{field: posField(m.Topic, m.Partition), offset: m.Offset, record: sp.record(1, 1, "r"),
-			lastValue: lastMark(markValue(m), now)}
+		ra := raiseArgs{field: posField(m.Topic, m.Partition), offset: m.Offset, record: sp.record(1, 1, "r")}
 		args = ra.add(args)
 	}
-	keys := []string{s.posKey(), s.lastMarksKey()}                 // raiseKeys
-	n, err := positionsScript.Run(ctx, s.rdb, keys, args...).Int() // EVALSHA, EVAL on NOSCRIPT
+	n, err := positionsScript.Run(ctx, s.rdb, []string{s.posKey()}, args...).Int() // KEYS: raiseKeys; EVALSHA, EVAL on NOSCRIPT
 	if err != nil {
 		return 0, fmt.Errorf("raising positions: %w", err)
+	}
+	// then the latest marks, in a call of their own: the two hashes are in
+	// different slots of a cluster
+	if len(marks) > 0 {
+		pipe := s.rdb.Pipeline()
+		cmds := s.writeLastMarks(ctx, pipe, marks)
+		_, _ = pipe.Exec(ctx)
+		for _, c := range cmds {
+			if err := c.Err(); err != nil {
+				return n, fmt.Errorf("raising the latest marks: %w", err)
+			}
+		}
 	}
 	return n, nil
 }

@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -233,9 +234,14 @@ func TestApplyFromGensGone(t *testing.T) {
 // partitions Redis has no record of, or a record below them; records
 // ahead stay.
 func TestRaisePositions(t *testing.T) {
+	t.Run("standalone", func(t *testing.T) { testRaisePositions(t, testenv.Redis(t).Client(t)) })
+	// the position records and the latest marks are in different slots
+	t.Run("cluster", func(t *testing.T) { testRaisePositions(t, testenv.Cluster(t).Client(t)) })
+}
+
+func testRaisePositions(t *testing.T, rdb redis.UniversalClient) {
 	ctx := t.Context()
 	b := &ranking.Board{Name: "tot", Window: ranking.WindowTotal}
-	rdb := testenv.Redis(t).Client(t)
 	prefix := testenv.Prefix(t)
 	s, err := store.New(rdb, []*ranking.Board{b}, store.WithPrefix(prefix))
 	if err != nil {
@@ -274,6 +280,18 @@ func TestRaisePositions(t *testing.T) {
 		if want == 100 && !tm.Equal(at) {
 			t.Errorf("partition %d: stream time %v, want %v", i, tm, at)
 		}
+	}
+	// the latest marks are raised with them (partition 2's stays ahead)
+	marks, err := s.LastMarks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int]int64{}
+	for _, m := range marks {
+		got[m.Partition] = m.Offset
+	}
+	if want := map[int]int64{0: 100, 1: 100, 2: 200}; !maps.Equal(got, want) {
+		t.Errorf("latest marks at %v, want %v", got, want)
 	}
 }
 

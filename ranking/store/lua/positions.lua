@@ -1,20 +1,17 @@
--- positions.lua: raise partitions' position records and latest marks
--- (Store.RaisePositions), after a replay's switch.
+-- positions.lua: raise partitions' position records (Store.RaisePositions),
+-- after a replay's switch.
 -- KEYS[1]  <base>:pos, a hash: "<topic>|<partition>" -> record (position.go)
--- KEYS[2]  <base>:wm:last, every partition's latest mark (marks.lua)
 -- ARGV     raiseHeadArgs, then raiseArgs, one after another (contract.go)
 -- The gens counter (the gens hash's "next" as the caller read it) becomes
 -- the last one seen (POS_GENS; GENS_NONE removes it). A record is set when
 -- the field has none or its resume offset (To of a done record, From of
--- another) is below offset; the latest mark when offset is beyond its
--- stored one (marks.lua's rule). Returns how many records were set.
+-- another) is below offset. Returns how many were set.
 local key = KEYS[1]
-local lkey = KEYS[2]
 local H = {gens = nx()}
 local n = 0
 if H.gens == GENS_NONE then call('HDEL', key, POS_GENS) else call('HSET', key, POS_GENS, H.gens) end
 while pos <= #A do
-  local r = {f = nx(), off = nn(), rec = nx(), lv = nx()}
+  local r = {f = nx(), off = nn(), rec = nx()}
   local cur = call('HGET', key, r.f)
   local set = not cur
   if cur then
@@ -27,9 +24,5 @@ while pos <= #A do
     call('HSET', key, r.f, r.rec)
     n = n + 1
   end
-  local last = call('HGET', lkey, r.f)
-  local old = -1
-  if last then old = tonumber(string.match(last, '^(-?%d+)')) or -1 end
-  if r.off > old then call('HSET', lkey, r.f, r.lv) end
 end
 return n
