@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rankd/rankd/consumer"
@@ -220,13 +219,8 @@ func Run(ctx context.Context, cfg Config, ranges []Range, sink Sink) (Stats, err
 	var (
 		mu    sync.Mutex
 		stats = Stats{DeadLetters: map[string]int64{}}
-		done  = map[string]*atomic.Int64{}
+		done  = map[string]int64{} // messages applied per topic
 	)
-	for _, r := range ranges {
-		if done[r.Topic] == nil {
-			done[r.Topic] = &atomic.Int64{}
-		}
-	}
 	sem := make(chan struct{}, cfg.Parallel)
 	g, gctx := errgroup.WithContext(ctx)
 	for _, r := range ranges {
@@ -244,9 +238,9 @@ func Run(ctx context.Context, cfg Config, ranges []Range, sink Sink) (Stats, err
 				}
 				// under mu: a topic's partitions report in the order of
 				// their counts, so that Progress never goes back
-				n := done[r.Topic].Add(applied)
+				done[r.Topic] += applied
 				if cfg.Progress != nil && applied > 0 {
-					cfg.Progress(r.Topic, n)
+					cfg.Progress(r.Topic, done[r.Topic])
 				}
 			})
 		})

@@ -82,20 +82,20 @@ func (s *Store) writeMarks(ctx context.Context, pipe redis.Pipeliner, marks []Ma
 	if !latest {
 		return cmds
 	}
-	return append(cmds, s.writeLastMarks(ctx, pipe, marks)...)
+	return append(cmds, s.raiseLastMarks(ctx, pipe, marks))
 }
 
-// writeLastMarks queues the raise of the partitions' latest marks to marks
-// (marks.lua: a latest mark never moves back).
-func (s *Store) writeLastMarks(ctx context.Context, pipe redis.Pipeliner, marks []Mark) []redis.Cmder {
+// raiseLastMarks raises the partitions' latest marks to marks (marks.lua:
+// a latest mark never moves back), on c: a pipeline, or the client.
+func (s *Store) raiseLastMarks(ctx context.Context, c redis.Scripter, marks []Mark) *redis.Cmd {
 	now := s.now().UnixMilli()
 	last := make([]any, 0, len(lastMarkFields)*len(marks))
 	for _, m := range marks {
 		lm := lastMarkArgs{field: posField(m.Topic, m.Partition), offset: m.Offset, value: lastMark(markValue(m), now)}
 		last = lm.add(last)
 	}
-	// EVAL, not EVALSHA: a NOSCRIPT here would fail the whole batch.
-	return []redis.Cmder{marksScript.Eval(ctx, pipe, []string{s.lastMarksKey()}, last...)} // KEYS: marksKeys
+	// EVAL, not EVALSHA: a NOSCRIPT in a pipeline would fail the whole batch.
+	return marksScript.Eval(ctx, c, []string{s.lastMarksKey()}, last...) // KEYS: marksKeys
 }
 
 var marksScript = mustScript("marks.lua")
@@ -182,8 +182,8 @@ func (s *Store) LastMarks(ctx context.Context) ([]PartitionMark, error) {
 			continue
 		}
 		wall := int64(0)
-		if f := strings.SplitN(v, ":", 4); len(f) >= 3 {
-			wall, _ = strconv.ParseInt(f[2], 10, 64)
+		if j := strings.LastIndexByte(v, ':'); j >= 0 {
+			wall, _ = strconv.ParseInt(v[j+1:], 10, 64)
 		}
 		out = append(out, PartitionMark{
 			Mark:    Mark{Topic: tp[:i], Partition: p, Offset: off, Time: markTime(ms)},

@@ -258,13 +258,8 @@ func (s *Store) RaisePositions(ctx context.Context, marks []Mark) (int, error) {
 	// then the latest marks, in a call of their own: the two hashes are in
 	// different slots of a cluster
 	if len(marks) > 0 {
-		pipe := s.rdb.Pipeline()
-		cmds := s.writeLastMarks(ctx, pipe, marks)
-		_, _ = pipe.Exec(ctx)
-		for _, c := range cmds {
-			if err := c.Err(); err != nil {
-				return n, fmt.Errorf("raising the latest marks: %w", err)
-			}
+		if err := s.raiseLastMarks(ctx, s.rdb, marks).Err(); err != nil {
+			return n, fmt.Errorf("raising the latest marks: %w", err)
 		}
 	}
 	return n, nil
