@@ -116,11 +116,15 @@ func benchFlags(fs *pflag.FlagSet, adjust func(*bench.Options)) cli.RunFunc {
 	}
 }
 
-// child runs this process as the broker or the load generator of a
-// `rankd bench` that started it (servers.Child, loadgen.Child).
+// child runs this process as the broker, the load generator or the
+// traffic of a `rankd bench` that started it (servers.Child,
+// loadgen.Child, bench.TrafficChild).
 func child() (int, bool) {
 	if code, ok := servers.Child(nil); ok {
 		return code, true
 	}
-	return loadgen.Child()
+	if code, ok := loadgen.Child(); ok {
+		return code, true
+	}
+	return bench.TrafficChild()
 }

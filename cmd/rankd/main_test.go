@@ -15,16 +15,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rankd/rankd/cmd/rankd/internal/bench"
 	"github.com/rankd/rankd/cmd/rankd/internal/loadgen"
 	"github.com/rankd/rankd/internal/testenv"
 )
 
-// TestMain runs the test binary as the load generator or the broker when
-// `rankd bench` (TestBench, in process) or testenv.StartBrokerProcess
-// starts it again to be one (loadgen.Child; testenv.Main calls
-// servers.Child).
+// TestMain runs the test binary as the load generator, the bench's
+// traffic or the broker when `rankd bench` (TestBench, in process) or
+// testenv.StartBrokerProcess starts it again to be one (loadgen.Child,
+// bench.TrafficChild; testenv.Main calls servers.Child).
 func TestMain(m *testing.M) {
 	if code, ok := loadgen.Child(); ok {
+		os.Exit(code)
+	}
+	if code, ok := bench.TrafficChild(); ok {
 		os.Exit(code)
 	}
 	testenv.Main(m)

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/consumer"
-	"github.com/rankd/rankd/internal/workload"
 	"github.com/rankd/rankd/ranking/store"
 )
 
@@ -76,7 +74,7 @@ func (e *env) latency(ctx context.Context, rate float64) (*Latency, error) {
 	if err != nil {
 		return nil, err
 	}
-	readRedis, err := e.markerReader(ctx, rs.cfg, base)
+	key, _, err := e.markerReader(ctx, rs.cfg, base)
 	if err != nil {
 		return nil, err
 	}
@@ -87,66 +85,26 @@ func (e *env) latency(ctx context.Context, rate float64) (*Latency, error) {
 	if err != nil {
 		return nil, err
 	}
-
-	st := &markers{}
-	pctx, stopPoll := context.WithCancel(ctx)
-	defer stopPoll()
-	pollers := []*poller{
-		{read: readRedis, base: base, every: e.o.PollInterval},
-		{read: readAPI, base: base, every: e.o.PollInterval},
-	}
-	errs := make([]error, len(pollers))
-	var wg sync.WaitGroup
-	for i, p := range pollers {
-		wg.Go(func() { errs[i] = p.run(pctx, st) })
-	}
-
-	// The producer.
-	wl, err := workload.New(workload.Config{Seed: e.o.Seed + 1})
+	tr, err := startTraffic(ctx, trafficSettings{Brokers: e.brokers, RedisAddr: e.redisAddr, RedisKey: key, APIURL: url,
+		Base: base, Rate: rate, Duration: e.o.LatencyDuration, WorkloadSeed: e.o.Seed + 1, MarkerSeed: e.o.Seed,
+		PollRedis: e.o.PollInterval, PollAPI: e.o.PollInterval})
 	if err != nil {
 		return nil, err
 	}
-	w := newWriter(e.brokers, time.Millisecond)
-	defer w.Close()
-	var produceDurs []time.Duration
-	var produced atomic.Int64
-	e.prog.set(fmt.Sprintf("latency at %.0f events/s", rate), func() (int64, int64) {
-		return produced.Load(), int64(rate * e.o.LatencyDuration.Seconds())
-	})
+	defer tr.close()
+	e.prog.set(fmt.Sprintf("latency at %.0f events/s", rate), nil)
 	before, err := e.meter(ctx)
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	tick := time.NewTicker(latencyTick)
-	var werr error
-	for werr == nil && time.Since(start) < e.o.LatencyDuration {
-		due := min(int64(rate*time.Since(start).Seconds())-produced.Load(), 4096)
-		if due <= 0 {
-			select {
-			case <-ctx.Done():
-				werr = ctx.Err()
-			case <-tick.C:
-			}
-			continue
-		}
-		msgs := make([]kafka.Message, 0, due)
-		msgs = append(msgs, markerMessage(e.o.Seed, st.count()+1))
-		for range due - 1 {
-			ev := wl.Next()
-			msgs = append(msgs, kafka.Message{Topic: ev.Topic, Key: ev.Key, Value: ev.Value})
-		}
-		t0 := st.send()
-		if werr = w.WriteMessages(ctx, msgs...); werr != nil {
-			werr = fmt.Errorf("producing: %w", writeErr(werr))
-			break
-		}
-		produceDurs = append(produceDurs, time.Since(t0))
-		produced.Add(int64(len(msgs)))
+	cpu0, _ := pidCPU(tr.PID())
+	if err := tr.start(); err != nil {
+		return nil, err
 	}
-	tick.Stop()
-	producedFor := time.Since(start)
-	st.done()
+	pr, err := tr.produced(ctx, e.o.LatencyDuration)
+	if err != nil {
+		return nil, err
+	}
 	behind := int64(-1)
 	if lags, err := consumer.GroupLag(ctx, lag.client, rankdGroup, topics); err == nil {
 		behind = 0
@@ -154,13 +112,11 @@ func (e *env) latency(ctx context.Context, rate float64) (*Latency, error) {
 			behind += l.Lag
 		}
 	}
-	if werr != nil {
-		stopPoll()
-	}
-	wg.Wait()
-	if err := errors.Join(append(errs, werr)...); err != nil {
+	res, err := tr.result(ctx)
+	if err != nil {
 		return nil, err
 	}
+	cpu1, _ := pidCPU(tr.PID())
 	after, err := e.meter(ctx)
 	if err != nil {
 		return nil, err
@@ -173,12 +129,11 @@ func (e *env) latency(ctx context.Context, rate float64) (*Latency, error) {
 		return nil, err
 	}
 
-	slices.Sort(produceDurs)
-	n := produced.Load()
-	l := &Latency{Rate: round(rate, 0), ProducedRate: round(float64(n)/producedFor.Seconds(), 0),
-		Seconds: round(producedFor.Seconds(), 2), Events: n, Markers: len(st.sent), LagAtEnd: behind,
-		ProduceP50Ms: ms(quantile(produceDurs, 0.5)),
-		Redis:        pollers[0].stats(st.sent), API: pollers[1].stats(st.sent), CacheTTL: rs.cfg.API.CacheTTL.String()}
+	n := pr.Events
+	l := &Latency{Rate: round(rate, 0), ProducedRate: round(float64(n)/pr.Seconds, 0),
+		Seconds: round(pr.Seconds, 2), Events: n, Markers: pr.Markers, LagAtEnd: behind,
+		ProduceP50Ms: pr.ProduceP50Ms, Redis: res.Redis, API: res.API, CacheTTL: rs.cfg.API.CacheTTL.String(),
+		TrafficCPU: round((cpu1-cpu0).Seconds()/after.at.Sub(before.at).Seconds(), 2)}
 	l.CPU = cpu(before, after, n, int64(updates1-updates0), after.at.Sub(before.at))
 	return l, nil
 }
@@ -298,16 +253,16 @@ func (p *poller) stats(sent []time.Time) Visible {
 // the all-time board's sorted set in its active generation. The key is
 // built as the store builds it (store.Key, generation prefix
 // "<prefix>:g<N>"); it is checked against the API's value.
-func (e *env) markerReader(ctx context.Context, cfg *config.Config, want int64) (func(context.Context) (int64, error), error) {
+func (e *env) markerReader(ctx context.Context, cfg *config.Config, want int64) (string, func(context.Context) (int64, error), error) {
 	rdb := redis.NewClient(&redis.Options{Addr: e.redisAddr, PoolSize: 1})
 	e.closers = append(e.closers, func() { _ = rdb.Close() })
 	st, err := store.New(rdb, cfg.Boards(), store.WithPrefix(cfg.Redis.Prefix))
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	gens, err := st.Generations(ctx)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	prefix := cfg.Redis.Prefix
 	if g := gens[markerBoard].Active; g > 0 {
@@ -322,9 +277,9 @@ func (e *env) markerReader(ctx context.Context, cfg *config.Config, want int64) 
 		return int64(v), err
 	}
 	if got, err := read(ctx); err != nil || got != want {
-		return nil, fmt.Errorf("marker key %s holds %d (%v), the API says %d: update cmd/rankd/internal/bench to the store's key layout", key, got, err, want)
+		return "", nil, fmt.Errorf("marker key %s holds %d (%v), the API says %d: update cmd/rankd/internal/bench to the store's key layout", key, got, err, want)
 	}
-	return read, nil
+	return key, read, nil
 }
 
 // warmUp waits until the stack is ready (/readyz: group joined, Redis

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,16 +9,13 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/cmd/rankd/internal/loadgen"
 	"github.com/rankd/rankd/consumer"
-	"github.com/rankd/rankd/internal/workload"
 	"github.com/rankd/rankd/ranking/store"
 )
 
@@ -82,10 +78,11 @@ type ReadsRun struct {
 	// APIPollP99Ms is the p99 of one read of the API poller (its own wait
 	// included: admission, a refresh of the cache entry).
 	APIPollP99Ms float64 `json:"api_poll_read_p99_ms"`
-	// CPU in cores: the bench process (rankd, the producer and the
-	// pollers), the load generator child, the broker child.
+	// CPU in cores: the bench process (rankd), the load generator child,
+	// the traffic child (the producer and the pollers), the broker child.
 	RankdCPU   float64 `json:"rankd_cpu_cores"`
 	LoadgenCPU float64 `json:"loadgen_cpu_cores"`
+	TrafficCPU float64 `json:"traffic_cpu_cores"`
 	BrokerCPU  float64 `json:"broker_cpu_cores"`
 }
 
@@ -100,7 +97,8 @@ const readsGroup = "rankd-reads"
 // alone again; each run's ingestion is compared with the better of the two
 // runs alone (IngestShare). The
 // clients run in a child process (package loadgen), one keep-alive
-// connection each; rankd, the producer and the pollers in this one.
+// connection each; the producer and the markers' pollers in a child of
+// their own (traffic.go); rankd in this one.
 func (e *env) reads(ctx context.Context) (*Reads, error) {
 	// A group of its own: the phases before flush Redis (rollover), and
 	// rankd halts a group whose committed offsets Redis no longer knows.
@@ -112,15 +110,14 @@ func (e *env) reads(ctx context.Context) (*Reads, error) {
 	cfg := rs.cfg
 	base := "http://" + rs.HTTPAddr()
 	hc := &http.Client{Timeout: 5 * time.Second}
-	readAPI := func(ctx context.Context) (int64, error) {
-		return pollMember(ctx, hc, base+"/v1/boards/"+markerBoard+"/members/"+markerAnchor)
-	}
+	apiURL := base + "/v1/boards/" + markerBoard + "/members/" + markerAnchor
+	readAPI := func(ctx context.Context) (int64, error) { return pollMember(ctx, hc, apiURL) }
 	e.prog.set("reads: rankd joining the group", nil)
 	value, err := e.warmUp(ctx, rs, e.o.Seed+100, readAPI) // not the latency phase's marker: a duplicate would never show
 	if err != nil {
 		return nil, err
 	}
-	readRedis, err := e.markerReader(ctx, cfg, value)
+	key, readRedis, err := e.markerReader(ctx, cfg, value)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +136,7 @@ func (e *env) reads(ctx context.Context) (*Reads, error) {
 	if g := gens[readsBoard].Active; g > 0 {
 		prefix += ":g" + strconv.Itoa(g)
 	}
-	key := store.Key(prefix, store.Tag(readsBoard, nil), "t", "all")
+	bkey := store.Key(prefix, store.Tag(readsBoard, nil), "t", "all")
 	e.prog.set("reads: writing 1M members", nil)
 	pipe := rdb.Pipeline()
 	for lo := 0; lo < readsMembers; lo += 10000 {
@@ -147,7 +144,7 @@ func (e *env) reads(ctx context.Context) (*Reads, error) {
 		for m := lo; m < lo+10000; m++ {
 			zs = append(zs, redis.Z{Score: float64(m%50000 + 1), Member: "rb" + strconv.Itoa(m)})
 		}
-		pipe.ZAdd(ctx, key, zs...)
+		pipe.ZAdd(ctx, bkey, zs...)
 		if pipe.Len() >= 10 {
 			if _, err := pipe.Exec(ctx); err != nil {
 				return nil, err
@@ -188,7 +185,7 @@ func (e *env) reads(ctx context.Context) (*Reads, error) {
 		{"mixed readers", e.o.ReadClients, mix, ""},
 		{"alone again", 0, nil, ""},
 	} {
-		r, err := e.readsRun(ctx, rs, readAPI, readRedis, run.name, run.clients, run.targets, run.profile)
+		r, err := e.readsRun(ctx, rs, key, apiURL, readRedis, run.name, run.clients, run.targets, run.profile)
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", run.name, err)
 		}
@@ -207,7 +204,7 @@ func (e *env) reads(ctx context.Context) (*Reads, error) {
 // readsRun produces at the fixed rate for the run's duration, with
 // clients readers asking targets (none: no load generator), and measures;
 // with profile, it writes the CPU profile of this process over the run.
-func (e *env) readsRun(ctx context.Context, rs *runningStack, readAPI, readRedis func(context.Context) (int64, error),
+func (e *env) readsRun(ctx context.Context, rs *runningStack, key, apiURL string, readRedis func(context.Context) (int64, error),
 	name string, clients int, targets []string, profile string) (*ReadsRun, error) {
 	g := rs.Metrics()
 	base, err := readRedis(ctx)
@@ -222,6 +219,14 @@ func (e *env) readsRun(ctx context.Context, rs *runningStack, readAPI, readRedis
 		}
 		defer gen.Close()
 	}
+	tr, err := startTraffic(ctx, trafficSettings{Brokers: e.brokers, RedisAddr: e.redisAddr, RedisKey: key, APIURL: apiURL,
+		Base: base, Rate: e.o.ReadRate, Duration: e.o.ReadDuration, WorkloadSeed: e.o.Seed + 7,
+		MarkerSeed: e.o.Seed + int64(len(name)), MarkerFrom: int(base),
+		PollRedis: e.o.PollInterval, PollAPI: 5 * time.Millisecond, Retry503: true})
+	if err != nil {
+		return nil, err
+	}
+	defer tr.close()
 	r := &ReadsRun{Name: name, LoadAvg: loadAvg(), RedisUsPerRead: map[string]float64{}}
 	msgs0, _ := counterSum(g, "rankd_consumer_messages_total")
 	cache0, _ := counterByLabel(g, "rankd_http_cache_requests_total", "result")
@@ -249,54 +254,23 @@ func (e *env) readsRun(ctx context.Context, rs *runningStack, readAPI, readRedis
 		}
 		defer pprof.StopCPUProfile() // when failing early; a second stop does nothing
 	}
-	// the markers' pollers and the producer
 	lag := newLagWatch(e.brokers, readsGroup)
 	defer lag.close()
-	st := &markers{}
-	pollers := []*poller{
-		{read: readRedis, base: base, every: e.o.PollInterval},
-		{read: readAPI, base: base, every: 5 * time.Millisecond, retry503: true},
+	e.prog.set(fmt.Sprintf("reads: %s, %d clients, %.0f events/s", name, clients, e.o.ReadRate), nil)
+	tr0, _ := pidCPU(tr.PID())
+	if err := tr.start(); err != nil {
+		return nil, err
 	}
-	perrs := make([]error, len(pollers))
-	var pwg sync.WaitGroup
-	for i, p := range pollers {
-		pwg.Go(func() { perrs[i] = p.run(ctx, st) })
-	}
-	wl, err := workload.New(workload.Config{Seed: e.o.Seed + 7})
+	pr, err := tr.produced(ctx, e.o.ReadDuration)
 	if err != nil {
 		return nil, err
 	}
-	w := newWriter(e.brokers, time.Millisecond)
-	defer w.Close()
-	rate := e.o.ReadRate
-	var produced int64
-	e.prog.set(fmt.Sprintf("reads: %s, %d clients, %.0f events/s", name, clients, rate), nil)
-	start := time.Now()
-	var werr error
-	for werr == nil && time.Since(start) < e.o.ReadDuration {
-		due := min(int64(rate*time.Since(start).Seconds())-produced, 4096)
-		if due <= 0 {
-			time.Sleep(latencyTick)
-			continue
-		}
-		ms := make([]kafka.Message, 0, due)
-		ms = append(ms, markerMessage(e.o.Seed+int64(len(name)), st.count()+1+int(base)))
-		for range due - 1 {
-			ev := wl.Next()
-			ms = append(ms, kafka.Message{Topic: ev.Topic, Key: ev.Key, Value: ev.Value})
-		}
-		st.send()
-		if werr = w.WriteMessages(ctx, ms...); werr != nil {
-			werr = fmt.Errorf("producing: %w", writeErr(werr))
-		}
-		produced += int64(len(ms))
-	}
-	elapsed := time.Since(start)
 	msgs1, _ := counterSum(g, "rankd_consumer_messages_total")
 	after, err := e.meter(ctx)
 	if err != nil {
 		return nil, err
 	}
+	tr1, _ := pidCPU(tr.PID())
 	if gen != nil {
 		gen1, _ := pidCPU(gen.PID())
 		res, err := gen.End(ctx)
@@ -314,16 +288,15 @@ func (e *env) readsRun(ctx context.Context, rs *runningStack, readAPI, readRedis
 			r.LagAtEnd += l.Lag
 		}
 	}
-	st.done()
-	pwg.Wait()
-	if err := errors.Join(append(perrs, werr)...); err != nil {
+	vis, err := tr.result(ctx)
+	if err != nil {
 		return nil, err
 	}
 	cache1, _ := counterByLabel(g, "rankd_http_cache_requests_total", "result")
 	reqs1, _ := counterByLabel(g, "rankd_http_requests_total", "route")
 	rtime1, _ := counterByLabel(g, "rankd_http_redis_seconds_total", "route")
-	r.Produced = round(float64(produced)/elapsed.Seconds(), 0)
-	r.Ingested = round((msgs1-msgs0)/elapsed.Seconds(), 0)
+	r.Produced = round(float64(pr.Events)/pr.Seconds, 0)
+	r.Ingested = round((msgs1-msgs0)/after.at.Sub(before.at).Seconds(), 0)
 	hits, total := cache1["hit"]-cache0["hit"]+cache1["stale"]-cache0["stale"], 0.0
 	for k, v := range cache1 {
 		total += v - cache0[k]
@@ -337,14 +310,14 @@ func (e *env) readsRun(ctx context.Context, rs *runningStack, readAPI, readRedis
 		}
 	}
 	wall := after.at.Sub(before.at).Seconds()
-	c := cpu(before, after, max(produced, 1), 1, after.at.Sub(before.at))
+	c := cpu(before, after, max(pr.Events, 1), 1, after.at.Sub(before.at))
 	r.RedisBusy = c.RedisBusy
 	r.RankdCPU = round((after.self-before.self).Seconds()/wall, 2)
 	r.BrokerCPU = round((after.broker-before.broker).Seconds()/wall, 2)
-	r.RedisVisP99 = pollers[0].stats(st.sent).P99Ms
-	api := pollers[1].stats(st.sent)
-	r.APIVisP99, r.APIPollP99Ms = api.P99Ms, api.ReadP99Ms
-	r.APIPoll503 = pollers[1].refused
+	r.TrafficCPU = round((tr1-tr0).Seconds()/wall, 2)
+	r.RedisVisP99 = vis.Redis.P99Ms
+	r.APIVisP99, r.APIPollP99Ms = vis.API.P99Ms, vis.API.ReadP99Ms
+	r.APIPoll503 = vis.APIRefused
 	return r, nil
 }
 
@@ -370,11 +343,11 @@ func (r *Reads) Write(w io.Writer) {
 	fmt.Fprintf(w, "\nreads: %d clients in a child process, a %d-member board, ingestion at %.0f events/s, %.0f s per run, cache TTL %s, budget %g, concurrent writes %s, yield latency %s\n",
 		r.Clients, r.Members, r.Rate, r.Seconds, r.CacheTTL, r.Budget, writes, r.Yield)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tload avg\treads/s\tp50 ms\tp99 ms\t503\terrors\thit\tproduced\tingested\tshare\tlag\tvis p99 redis\tvis p99 api\tpoll p99\tredis\trankd cpu\tloadgen cpu\tbroker cpu\t")
+	fmt.Fprintln(tw, "run\tload avg\treads/s\tp50 ms\tp99 ms\t503\terrors\thit\tproduced\tingested\tshare\tlag\tvis p99 redis\tvis p99 api\tpoll p99\tredis\trankd cpu\tloadgen cpu\ttraffic cpu\tbroker cpu\t")
 	for _, x := range r.Runs {
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.2f\t%d\t%d\t%.4f\t%.0f\t%.0f\t%.3f\t%d\t%.1f\t%.1f\t%.1f\t%.3f\t%.2f\t%.2f\t%.2f\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.2f\t%d\t%d\t%.4f\t%.0f\t%.0f\t%.3f\t%d\t%.1f\t%.1f\t%.1f\t%.3f\t%.2f\t%.2f\t%.2f\t%.2f\t\n",
 			x.Name, x.LoadAvg, x.ReadsPerSec, x.P50Ms, x.P99Ms, x.Refused, x.Errors, x.HitRate, x.Produced, x.Ingested, x.IngestShare,
-			x.LagAtEnd, x.RedisVisP99, x.APIVisP99, x.APIPollP99Ms, x.RedisBusy, x.RankdCPU, x.LoadgenCPU, x.BrokerCPU)
+			x.LagAtEnd, x.RedisVisP99, x.APIVisP99, x.APIPollP99Ms, x.RedisBusy, x.RankdCPU, x.LoadgenCPU, x.TrafficCPU, x.BrokerCPU)
 	}
 	_ = tw.Flush()
 	for _, x := range r.Runs {

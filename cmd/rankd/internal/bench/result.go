@@ -198,6 +198,9 @@ type Latency struct {
 	// CacheTTL is rankd's api.cache_ttl during the phase: a read of the
 	// API sees the board at most that much (plus one read) late.
 	CacheTTL string `json:"cache_ttl"`
+	// TrafficCPU is the CPU (cores) of the child process that produces
+	// and polls, apart from rankd (traffic.go).
+	TrafficCPU float64 `json:"traffic_cpu"`
 	CPU
 }
 

@@ -30,11 +30,15 @@ const (
 // once with ok false. The main of every binary that calls Start calls it
 // first.
 func Child() (code int, ok bool) {
-	if os.Getenv(childEnv) != "1" {
+	if ChildKind() != "1" {
 		return 0, false
 	}
 	return childMain(os.Stdin, os.Stdout), true
 }
+
+// ChildKind is the kind of child this process was started to be by Spawn
+// ("1": the load generator), or "".
+func ChildKind() string { return os.Getenv(childEnv) }
 
 // Options configures a load generator.
 type Options struct {
@@ -77,12 +81,7 @@ func (r *Result) PerSec() float64 {
 }
 
 // Gen is a running load generator child.
-type Gen struct {
-	p     *proc.Process
-	in    io.WriteCloser
-	lines chan string
-	out   *proc.TailBuffer
-}
+type Gen struct{ c *Proc }
 
 // Start starts the child, hands it o and returns once every client has
 // connected and had one answer; the clients then keep running. Call Begin
@@ -91,12 +90,60 @@ func Start(ctx context.Context, o Options) (*Gen, error) {
 	if o.Clients < 1 || len(o.Targets) == 0 || o.Addr == "" {
 		return nil, errors.New("loadgen: want an address, at least one client and one target")
 	}
+	c, err := Spawn(ctx, "1", o, "ready", readyTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return &Gen{c: c}, nil
+}
+
+// PID returns the child's process id.
+func (g *Gen) PID() int { return g.c.PID() }
+
+// Begin opens the measured window.
+func (g *Gen) Begin() error { return g.c.Send("start") }
+
+// End closes the measured window, stops the clients and returns what they
+// did in the window; the child exits.
+func (g *Gen) End(ctx context.Context) (*Result, error) {
+	if err := g.c.Send("stop"); err != nil {
+		return nil, err
+	}
+	line, err := g.c.Await(ctx, "", stopGrace)
+	if err != nil {
+		return nil, err
+	}
+	var r Result
+	if err := json.Unmarshal([]byte(line), &r); err != nil {
+		return nil, fmt.Errorf("loadgen result %q: %w", line, err)
+	}
+	g.Close()
+	return &r, nil
+}
+
+// Close stops the child if it still runs.
+func (g *Gen) Close() { g.c.Close() }
+
+// Proc is a child process of a kind (this executable started again with
+// RANKD_LOADGEN=kind, whose main dispatches on ChildKind), talked to over
+// its stdin and stdout, one line each.
+type Proc struct {
+	kind  string
+	p     *proc.Process
+	in    io.WriteCloser
+	lines chan string
+	out   *proc.TailBuffer
+}
+
+// Spawn starts a child of kind, sends it settings (one line of JSON) and,
+// with ready, waits up to timeout for that line.
+func Spawn(ctx context.Context, kind string, settings any, ready string, timeout time.Duration) (*Proc, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("starting the load generator: finding this executable: %w", err)
+		return nil, fmt.Errorf("starting the %s child: finding this executable: %w", kind, err)
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.Env = append(os.Environ(), childEnv+"="+kind)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -113,83 +160,65 @@ func Start(ctx context.Context, o Options) (*Gen, error) {
 	p, err := proc.Start(cmd)
 	if err != nil {
 		_ = stdout.Close()
-		return nil, fmt.Errorf("starting the load generator: %w", err)
+		return nil, fmt.Errorf("starting the %s child: %w", kind, err)
 	}
-	g := &Gen{p: p, in: in, lines: make(chan string, 4), out: out}
+	c := &Proc{kind: kind, p: p, in: in, lines: make(chan string, 4), out: out}
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
-			g.lines <- sc.Text()
+			c.lines <- sc.Text()
 		}
 		_ = stdout.Close()
-		close(g.lines)
+		close(c.lines)
 	}()
-	settings, _ := json.Marshal(o)
-	if err := g.send(string(settings)); err != nil {
-		g.Close()
+	line, _ := json.Marshal(settings)
+	if err := c.Send(string(line)); err != nil {
+		c.Close()
 		return nil, err
 	}
-	if _, err := g.await(ctx, "ready", readyTimeout); err != nil {
-		g.Close()
-		return nil, err
+	if ready != "" {
+		if _, err := c.Await(ctx, ready, timeout); err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
-	return g, nil
+	return c, nil
 }
 
 // PID returns the child's process id.
-func (g *Gen) PID() int { return g.p.PID() }
-
-// Begin opens the measured window.
-func (g *Gen) Begin() error { return g.send("start") }
-
-// End closes the measured window, stops the clients and returns what they
-// did in the window; the child exits.
-func (g *Gen) End(ctx context.Context) (*Result, error) {
-	if err := g.send("stop"); err != nil {
-		return nil, err
-	}
-	line, err := g.await(ctx, "", stopGrace)
-	if err != nil {
-		return nil, err
-	}
-	var r Result
-	if err := json.Unmarshal([]byte(line), &r); err != nil {
-		return nil, fmt.Errorf("loadgen result %q: %w", line, err)
-	}
-	g.Close()
-	return &r, nil
-}
+func (c *Proc) PID() int { return c.p.PID() }
 
 // Close stops the child if it still runs.
-func (g *Gen) Close() {
-	_ = g.in.Close()
-	g.p.Stop(syscall.SIGKILL, time.Second)
+func (c *Proc) Close() {
+	_ = c.in.Close()
+	c.p.Stop(syscall.SIGKILL, time.Second)
 }
 
-func (g *Gen) send(line string) error {
-	if _, err := io.WriteString(g.in, line+"\n"); err != nil {
-		return fmt.Errorf("loadgen: %w (%s)", err, strings.TrimSpace(g.out.String()))
+// Send writes one line to the child.
+func (c *Proc) Send(line string) error {
+	if _, err := io.WriteString(c.in, line+"\n"); err != nil {
+		return fmt.Errorf("%s child: %w (%s)", c.kind, err, strings.TrimSpace(c.out.String()))
 	}
 	return nil
 }
 
-// await returns the child's next line; with want, it must be want.
-func (g *Gen) await(ctx context.Context, want string, timeout time.Duration) (string, error) {
+// Await returns the child's next line; with want, it must be want.
+func (c *Proc) Await(ctx context.Context, want string, timeout time.Duration) (string, error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
-	case line, ok := <-g.lines:
+	case line, ok := <-c.lines:
 		if !ok {
-			<-g.p.Done()
-			return "", fmt.Errorf("loadgen exited: %v: %s", g.p.Err(), strings.TrimSpace(g.out.String()))
+			<-c.p.Done()
+			return "", fmt.Errorf("%s child exited: %v: %s", c.kind, c.p.Err(), strings.TrimSpace(c.out.String()))
 		}
 		if want != "" && line != want {
-			return "", fmt.Errorf("loadgen said %q, want %q: %s", line, want, strings.TrimSpace(g.out.String()))
+			return "", fmt.Errorf("%s child said %q, want %q: %s", c.kind, line, want, strings.TrimSpace(c.out.String()))
 		}
 		return line, nil
 	case <-t.C:
-		return "", fmt.Errorf("loadgen: no %q after %v: %s", want, timeout, strings.TrimSpace(g.out.String()))
+		return "", fmt.Errorf("%s child: no %q after %v: %s", c.kind, want, timeout, strings.TrimSpace(c.out.String()))
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
