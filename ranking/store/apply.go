@@ -639,7 +639,7 @@ func (c *call) args(s *Store, head positionArgs, spans []spanArgs, marks []markA
 	for i := range marks {
 		args = marks[i].add(args)
 	}
-	dd := dedupeArgs{ttlMs: s.ttl.Milliseconds()}
+	dd := dedupeArgs{ttlMs: s.ttl.Milliseconds(), minSets: s.ddMinSets}
 	args = dd.add(args)
 	// the boards of the call, once each
 	bidx := map[*boardState]int{}

@@ -232,7 +232,7 @@ var luaConsts = append(luaEnums(), []luaConst{
 	{"HEADROOM", luaHeadroom}, {"MAX_UNPACK", luaMaxUnpack}, {"MIN_TTL_MS", luaMinTTLMs},
 	{"UPDATE_ARGS", len(updateFields)}, {"EVENT_ARGS", len(eventFields)},
 	{"DD_META", ddMeta}, {"DD_SWEEP", ddSweep}, {"DD_INC", ddInc}, {"DD_DYING", ddDying}, {"DD_VERDICTS", ddVerdicts},
-	{"DD_MIN_SETS", ddMinSets}, {"DD_FILL", ddFill}, {"DD_GROWTH", ddGrowth}, {"DD_GROWTH_BITS", ddGrowthBits}, {"DD_LAYER_AT", ddLayerAt},
+	{"DD_FILL", ddFill}, {"DD_GROWTH", ddGrowth}, {"DD_GROWTH_BITS", ddGrowthBits}, {"DD_LAYER_AT", ddLayerAt},
 	{"DD_SWEEP_KEYS", ddSweepKeys}, {"DD_SWEEP_MS", ddSweepMs},
 	{"SNAP_REV", snapRev}, {"SNAP_SUM", snapSum}, {"SNAP_GEN", snapGen}, {"SNAP_PUB", snapPub}, {"SNAP_JSON", snapJSON},
 	{"SNAP_OP_SEAL", snapOpSeal}, {"SNAP_OP_REVISE", snapOpRevise}, {"SNAP_OP_PUB", snapOpPub}, {"SNAP_OP_LOCK", snapOpLock},
@@ -351,13 +351,14 @@ func (e *eventArgs) add(args []any) []any { return append(args, &e.id, &e.n, &e.
 
 // dedupeArgs is the ARGV of an apply call's dedupe (dedupe.go).
 type dedupeArgs struct {
-	ttlMs int64 // how long an ID is remembered at least (a bucket's width)
+	ttlMs   int64 // how long an ID is remembered at least (a bucket's width)
+	minSets int   // sets of a new bucket's first layer, at least (a power of two)
 }
 
 // dedupeFields are dedupeArgs' Lua names, in ARGV order.
-var dedupeFields = []string{"ttl"}
+var dedupeFields = []string{"ttl", "min"}
 
-func (d *dedupeArgs) add(args []any) []any { return append(args, d.ttlMs) }
+func (d *dedupeArgs) add(args []any) []any { return append(args, d.ttlMs, d.minSets) }
 
 // positionArgs is the ARGV head of an apply call that checks where the
 // partitions of its batch stand (Store.ApplyFrom) or writes stream time

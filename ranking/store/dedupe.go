@@ -14,11 +14,12 @@ import (
 // (Redis' clock), one dedupe TTL wide: an ID is new when neither the
 // current nor the previous bucket holds it, and the bucket before those
 // is deleted, so an ID is remembered between one and two TTLs. Within a
-// bucket the sets form layers of ddMinSets·ddGrowth^j sets. New IDs go to
+// bucket the sets form layers of s0·ddGrowth^j sets. New IDs go to
 // the last layer; a bucket gets a new layer when the last one holds
 // ddLayerAt IDs per set on average, and a new bucket starts with enough
-// sets for ddFill IDs each at the count of the previous one, so a steady
-// stream lands in one right-sized layer. An intset stays compact up to
+// sets for ddFill IDs each at the count of the previous one (and at least
+// WithDedupeMinSets' sets), so a steady stream lands in one right-sized
+// layer. An intset stays compact up to
 // 512 members (Redis' set-max-intset-entries), far above what the sizing
 // puts in a set.
 //
@@ -37,7 +38,6 @@ const (
 	ddInc        = "inc" // meta: the last bucket incarnation handed out
 	ddDying      = "x"   // meta: + "<bucket>.<inc>": a bucket being deleted
 	ddVerdicts   = "v"   // a bucket's verdicts other than applied (after its key base)
-	ddMinSets    = 1024  // sets of a bucket's first layer, at least
 	ddFill       = 12    // IDs per set a new bucket is sized for at most (docs/dedupe.md: the false-duplicate bound)
 	ddGrowth     = 16    // each layer has this many times the sets of the one before
 	ddGrowthBits = 4     // log2(ddGrowth)

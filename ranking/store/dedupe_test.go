@@ -68,7 +68,9 @@ func TestDedupeWindow(t *testing.T) {
 	const ttl = time.Second
 	rdb := testenv.Redis(t).Client(t)
 	prefix := testenv.Prefix(t)
-	s, err := store.New(rdb, []*ranking.Board{dedupeBoard}, store.WithPrefix(prefix), store.WithDedupeTTL(ttl))
+	// first layers of 1,024 sets: the sweep below deletes 256 names a call
+	s, err := store.New(rdb, []*ranking.Board{dedupeBoard}, store.WithPrefix(prefix), store.WithDedupeTTL(ttl),
+		store.WithDedupeMinSets(1024))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +138,8 @@ func TestDedupeLayers(t *testing.T) {
 	testenv.Slow(t, "applies 140,000 events")
 	rdb := testenv.Redis(t).Client(t)
 	prefix := testenv.Prefix(t)
-	s, err := store.New(rdb, []*ranking.Board{dedupeBoard}, store.WithPrefix(prefix), store.WithDedupeTTL(time.Hour))
+	s, err := store.New(rdb, []*ranking.Board{dedupeBoard}, store.WithPrefix(prefix), store.WithDedupeTTL(time.Hour),
+		store.WithDedupeMinSets(1024))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,6 +180,10 @@ func TestDedupeLayers(t *testing.T) {
 	if layers != 2 {
 		t.Fatalf("%d layers after %d IDs, want 2 (meta %v)", layers, n, meta)
 	}
+	// the default first layer (16,384 sets) holds them in one
+	if got := bucketLayers(t, rdb, prefix+"-default", ids, run2(t, rdb, prefix+"-default")); got != 1 {
+		t.Fatalf("default first layer: %d layers after %d IDs, want 1", got, n)
+	}
 	more := append(ids[:0:0], ids...)
 	for i := range 1000 {
 		more = append(more, fmt.Sprintf("new-%d", i))
@@ -187,4 +194,46 @@ func TestDedupeLayers(t *testing.T) {
 	if v, err := s.Entries(context.Background(), "dd", nil, ""); err != nil || len(v) != 1 || v[0].Value != n+1000 {
 		t.Fatalf("board %v (%v), want m=%d", v, err, n+1000)
 	}
+}
+
+// run2 returns an apply of ids in batches of 2,000 on a store of
+// dedupeBoard under prefix with the default dedupe sizing, which must
+// apply every one.
+func run2(t *testing.T, rdb redis.UniversalClient, prefix string) func([]string) {
+	s, err := store.New(rdb, []*ranking.Board{dedupeBoard}, store.WithPrefix(prefix), store.WithDedupeTTL(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(ids []string) {
+		for i := 0; i < len(ids); i += 2000 {
+			res, err := s.Apply(t.Context(), ddEvents(ids[i:min(i+2000, len(ids))]...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := applied(res); n != min(2000, len(ids)-i) {
+				t.Fatalf("%d of %d new IDs applied", n, min(2000, len(ids)-i))
+			}
+		}
+	}
+}
+
+// bucketLayers applies ids with apply and returns the layers of the
+// single dedupe bucket under prefix.
+func bucketLayers(t *testing.T, rdb redis.UniversalClient, prefix string, ids []string, apply func([]string)) int {
+	apply(ids)
+	meta, err := rdb.HGetAll(t.Context(), prefix+":d:m").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, buckets := 0, 0
+	for f, v := range meta {
+		if f != "sw" && f != "inc" {
+			buckets++
+			fmt.Sscan(strings.Split(v, ":")[2], &layers)
+		}
+	}
+	if buckets != 1 {
+		t.Fatalf("%d dedupe buckets (meta %v), want 1", buckets, meta)
+	}
+	return layers
 }

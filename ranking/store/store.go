@@ -33,20 +33,21 @@ var (
 // for concurrent use. On a *redis.ClusterClient it groups work per hash slot;
 // on any other client one script call may cover many boards.
 type Store struct {
-	rdb      redis.UniversalClient
-	cluster  bool
-	boards   map[string]*boardState
-	order    []string
-	prefix   string
-	ttl      time.Duration
-	now      func() time.Time
-	log      *slog.Logger
-	maxCall  int // updates per script call
-	chunk    int // members per rollover chunk
-	lockTTL  time.Duration
-	knownMu  sync.Mutex
-	known    map[dimsKey]time.Time // dims tags registered in Redis, and when
-	rollWait time.Duration
+	rdb       redis.UniversalClient
+	cluster   bool
+	boards    map[string]*boardState
+	order     []string
+	prefix    string
+	ttl       time.Duration
+	ddMinSets int // sets of a new dedupe bucket's first layer, at least
+	now       func() time.Time
+	log       *slog.Logger
+	maxCall   int // updates per script call
+	chunk     int // members per rollover chunk
+	lockTTL   time.Duration
+	knownMu   sync.Mutex
+	known     map[dimsKey]time.Time // dims tags registered in Redis, and when
+	rollWait  time.Duration
 
 	// Generations (store_gen.go): prefix is the key prefix of this store's
 	// generation; base is the configured prefix (gens, marks). A
@@ -75,6 +76,9 @@ const (
 	// DefaultDedupeTTL is how long message IDs are remembered
 	// (WithDedupeTTL).
 	DefaultDedupeTTL = 24 * time.Hour
+	// DefaultDedupeMinSets is the least number of sets a new dedupe
+	// bucket starts with (WithDedupeMinSets).
+	DefaultDedupeMinSets = 16384
 )
 
 // Option configures a Store.
@@ -86,6 +90,14 @@ func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
 // WithDedupeTTL sets how long message IDs are remembered (default
 // DefaultDedupeTTL).
 func WithDedupeTTL(d time.Duration) Option { return func(s *Store) { s.ttl = d } }
+
+// WithDedupeMinSets sets the least number of sets a new dedupe bucket
+// starts with, a power of two (default DefaultDedupeMinSets). A bucket is
+// sized from the previous one's count; the first bucket of a key prefix
+// or a generation (a replay's) has none to go by, and takes a new layer,
+// one more lookup per ID, each time its sets hold 64 IDs on average: with
+// 16,384 sets, after about a million IDs (docs/dedupe.md).
+func WithDedupeMinSets(n int) Option { return func(s *Store) { s.ddMinSets = n } }
 
 // WithClock sets the wall clock used to resolve "current" periods in queries.
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
@@ -171,7 +183,7 @@ func newBoardState(b *ranking.Board) (*boardState, error) {
 // (ranking.Board.Normalize): Boards returns those.
 func New(rdb redis.UniversalClient, boards []*ranking.Board, opts ...Option) (*Store, error) {
 	s := &Store{
-		rdb: rdb, boards: map[string]*boardState{}, prefix: DefaultPrefix, ttl: DefaultDedupeTTL,
+		rdb: rdb, boards: map[string]*boardState{}, prefix: DefaultPrefix, ttl: DefaultDedupeTTL, ddMinSets: DefaultDedupeMinSets,
 		now: time.Now, log: slog.Default(), maxCall: 500, chunk: 128, lockTTL: 30 * time.Second,
 		known: map[dimsKey]time.Time{}, rollWait: 30 * time.Second, idle: DefaultIdleTimeout,
 	}
@@ -182,6 +194,9 @@ func New(rdb redis.UniversalClient, boards []*ranking.Board, opts ...Option) (*S
 	}
 	if err := ValidatePrefix(s.prefix); err != nil {
 		return nil, err
+	}
+	if n := s.ddMinSets; n < 1 || n > 1<<shDigits || n&(n-1) != 0 {
+		return nil, fmt.Errorf("dedupe min sets %d: want a power of two from 1 to 2^%d", n, shDigits)
 	}
 	s.base, s.views = s.prefix, map[int]*Store{}
 	for _, b := range boards {

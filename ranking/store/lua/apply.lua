@@ -76,7 +76,7 @@ end
 -- size, layers, IDs in the last layer and IDs in all. A bucket older than
 -- the previous one is deleted, DD_SWEEP_KEYS keys per call. Verdicts other
 -- than applied are kept in the bucket's hash (DD_VERDICTS).
-local DD = {ttl = nn()}
+local DD = {ttl = nn(), min = nn()}
 local dmeta = dprefix .. DD_META
 local BK = {} -- the previous bucket (if any), then the current one
 do
@@ -104,7 +104,7 @@ do
   local d = m[3]
   if not d then
     -- a new bucket, sized from the previous one's count
-    local s0 = DD_MIN_SETS
+    local s0 = DD.min
     while prev and s0 * DD_FILL < prev.t do s0 = s0 * 2 end
     d = int(call('HINCRBY', dmeta, DD_INC, 1)) .. ':' .. int(s0) .. ':1:0:0'
   end
