@@ -27,14 +27,17 @@ type Result struct {
 
 // Machine describes where the benchmark ran.
 type Machine struct {
-	CPUs         int    `json:"cpus"`
-	GOMAXPROCS   int    `json:"gomaxprocs"`
-	Go           string `json:"go"`
-	OS           string `json:"os"`
-	LoadAvg      string `json:"loadavg,omitempty"` // at the start
-	Broker       string `json:"broker"`
-	Redis        string `json:"redis"`
-	RedisVersion string `json:"redis_version"`
+	CPUs       int    `json:"cpus"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	Go         string `json:"go"`
+	OS         string `json:"os"`
+	LoadAvg    string `json:"loadavg,omitempty"` // at the start
+	// StealPct is the share of the machine's CPU time a hypervisor took
+	// from it over the run (/proc/stat; -1: unknown).
+	StealPct     float64 `json:"steal_pct"`
+	Broker       string  `json:"broker"`
+	Redis        string  `json:"redis"`
+	RedisVersion string  `json:"redis_version"`
 }
 
 // Settings are the options of the run.
@@ -232,6 +235,10 @@ type Rollover struct {
 	// SlowestCallMs is the longest command Redis ran (SLOWLOG).
 	SlowestCallMs float64 `json:"slowest_call_ms"`
 	SlowestCall   string  `json:"slowest_call"`
+	// StealPct is the share of the machine's CPU time a hypervisor took
+	// from it during the rollover (/proc/stat; -1: unknown): a virtual
+	// CPU taken away stalls whatever runs on it, a Redis call included.
+	StealPct float64 `json:"steal_pct"`
 }
 
 // WriteJSON writes r, indented, to file.
@@ -249,8 +256,8 @@ func (r *Result) WriteJSON(file string) error {
 // WriteTable writes the table of r.
 func (r *Result) WriteTable(w io.Writer) {
 	m, s := r.Machine, r.Settings
-	fmt.Fprintf(w, "rankd bench: %d events (seed %d), %d CPUs (GOMAXPROCS %d), %s, Redis %s; broker: %s; redis: %s; load at start %s\n",
-		s.Events, s.Seed, m.CPUs, m.GOMAXPROCS, m.Go, m.RedisVersion, m.Broker, m.Redis, m.LoadAvg)
+	fmt.Fprintf(w, "rankd bench: %d events (seed %d), %d CPUs (GOMAXPROCS %d), %s, Redis %s; broker: %s; redis: %s; load at start %s; CPU steal over the run %s\n",
+		s.Events, s.Seed, m.CPUs, m.GOMAXPROCS, m.Go, m.RedisVersion, m.Broker, m.Redis, m.LoadAvg, pct(m.StealPct))
 	fmt.Fprintf(w, "preload: %d events in %.2fs (%.0f/s); rankd: %d workers, batches of %d, linger %s; %d partitions per topic\n\n",
 		r.Preload.Events, r.Preload.Seconds, r.Preload.EventsPerSec, s.Workers, s.Batch, s.Linger, s.Partitions)
 
@@ -310,8 +317,8 @@ func (r *Result) WriteTable(w io.Writer) {
 		}
 	}
 	if o := r.Rollover; o != nil {
-		fmt.Fprintf(w, "rollover: %d-member rolling board in %.2fs (%.0f members/s); concurrent ZREVRANGE top-10 reader: %d calls, p50 %.2f ms, p99 %.2f ms, max %.2f ms, %d over 5 ms; slowest Redis call %.2f ms (%s)\n",
-			o.Members, o.Seconds, o.MembersPerSec, o.ReaderCalls, o.ReaderP50Ms, o.ReaderP99Ms, o.ReaderMaxMs, o.ReaderOver5ms, o.SlowestCallMs, o.SlowestCall)
+		fmt.Fprintf(w, "rollover: %d-member rolling board in %.2fs (%.0f members/s); concurrent ZREVRANGE top-10 reader: %d calls, p50 %.2f ms, p99 %.2f ms, max %.2f ms, %d over 5 ms; slowest Redis call %.2f ms (%s); CPU steal %s\n",
+			o.Members, o.Seconds, o.MembersPerSec, o.ReaderCalls, o.ReaderP50Ms, o.ReaderP99Ms, o.ReaderMaxMs, o.ReaderOver5ms, o.SlowestCallMs, o.SlowestCall, pct(o.StealPct))
 	}
 	if p := r.Replay; p != nil {
 		fmt.Fprintf(w, "replay: %d events into a new generation at %.0f events/s (%.2fs reading and applying, %.2fs in all with rollover, switch and deletion of the old generation)\n",
@@ -346,3 +353,11 @@ func opt(v *float64) string {
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// pct renders a percentage, or "unknown" for a negative one.
+func pct(p float64) string {
+	if p < 0 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.1f%%", p)
+}
