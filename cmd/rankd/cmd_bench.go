@@ -50,7 +50,7 @@ and runs, against the same servers:
             connection each
 
 It prints one table on stdout (--json FILE: also as JSON) and a progress
-line on stderr. The default run takes about two minutes; run it on an
+line on stderr. The default run takes about five minutes; run it on an
 otherwise idle machine. --redis must be an empty, dedicated Redis: it is
 flushed between phases and left empty. --brokers must not hold the
 benchmark's topics (gift, like, comment, their naive- copies) with messages.
