@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -133,94 +134,69 @@ func TestDedupeWindow(t *testing.T) {
 }
 
 // TestDedupeLayers: a bucket that outgrows its sets gets a second layer,
-// and IDs of both layers stay duplicates.
+// and IDs of both layers stay duplicates; the default first layer (16,384
+// sets) holds as many IDs in one.
 func TestDedupeLayers(t *testing.T) {
 	testenv.Slow(t, "applies 140,000 events")
 	rdb := testenv.Redis(t).Client(t)
 	prefix := testenv.Prefix(t)
-	s, err := store.New(rdb, []*ranking.Board{dedupeBoard}, store.WithPrefix(prefix), store.WithDedupeTTL(time.Hour),
-		store.WithDedupeMinSets(1024))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	const n = 70000 // over 64 per set of the first layer's 1024
+	const n = 70000 // over 64 per set of a first layer of 1024
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("id-%d", i)
 	}
-	run := func(ids []string) int {
-		total := 0
-		for i := 0; i < len(ids); i += 2000 {
-			res, err := s.Apply(ctx, ddEvents(ids[i:min(i+2000, len(ids))]...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			total += applied(res)
+	for _, c := range []struct {
+		name   string
+		opts   []store.Option
+		layers int
+	}{
+		{"1024 sets", []store.Option{store.WithDedupeMinSets(1024)}, 2},
+		{"default", nil, 1},
+	} {
+		p := prefix + "-" + strconv.Itoa(c.layers)
+		s, err := store.New(rdb, []*ranking.Board{dedupeBoard},
+			append([]store.Option{store.WithPrefix(p), store.WithDedupeTTL(time.Hour)}, c.opts...)...)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return total
-	}
-	if got := run(ids); got != n {
-		t.Fatalf("%d of %d new IDs applied", got, n)
-	}
-	meta, err := rdb.HGetAll(ctx, prefix+":d:m").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	layers := 0
-	for f, v := range meta {
-		if f != "sw" && f != "inc" {
-			parts := strings.Split(v, ":")
-			if len(parts) != 5 || parts[4] != fmt.Sprint(n) {
-				t.Fatalf("bucket %s: %q, want inc:s0:layers:n:%d", f, v, n)
-			}
-			fmt.Sscan(parts[2], &layers)
+		if got := applyAll(t, s, ids); got != n {
+			t.Fatalf("%s: %d of %d new IDs applied", c.name, got, n)
 		}
-	}
-	if layers != 2 {
-		t.Fatalf("%d layers after %d IDs, want 2 (meta %v)", layers, n, meta)
-	}
-	// the default first layer (16,384 sets) holds them in one
-	if got := bucketLayers(t, rdb, prefix+"-default", ids, run2(t, rdb, prefix+"-default")); got != 1 {
-		t.Fatalf("default first layer: %d layers after %d IDs, want 1", got, n)
-	}
-	more := append(ids[:0:0], ids...)
-	for i := range 1000 {
-		more = append(more, fmt.Sprintf("new-%d", i))
-	}
-	if got := run(more); got != 1000 {
-		t.Fatalf("%d applied of %d old and 1000 new IDs, want 1000", got, n)
-	}
-	if v, err := s.Entries(context.Background(), "dd", nil, ""); err != nil || len(v) != 1 || v[0].Value != n+1000 {
-		t.Fatalf("board %v (%v), want m=%d", v, err, n+1000)
-	}
-}
-
-// run2 returns an apply of ids in batches of 2,000 on a store of
-// dedupeBoard under prefix with the default dedupe sizing, which must
-// apply every one.
-func run2(t *testing.T, rdb redis.UniversalClient, prefix string) func([]string) {
-	s, err := store.New(rdb, []*ranking.Board{dedupeBoard}, store.WithPrefix(prefix), store.WithDedupeTTL(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return func(ids []string) {
-		for i := 0; i < len(ids); i += 2000 {
-			res, err := s.Apply(t.Context(), ddEvents(ids[i:min(i+2000, len(ids))]...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n := applied(res); n != min(2000, len(ids)-i) {
-				t.Fatalf("%d of %d new IDs applied", n, min(2000, len(ids)-i))
-			}
+		if layers := bucketLayers(t, rdb, p, n); layers != c.layers {
+			t.Fatalf("%s: %d layers after %d IDs, want %d", c.name, layers, n, c.layers)
+		}
+		more := append(ids[:0:0], ids...)
+		for i := range 1000 {
+			more = append(more, fmt.Sprintf("new-%d", i))
+		}
+		if got := applyAll(t, s, more); got != 1000 {
+			t.Fatalf("%s: %d applied of %d old and 1000 new IDs, want 1000", c.name, got, n)
+		}
+		if v, err := s.Entries(context.Background(), "dd", nil, ""); err != nil || len(v) != 1 || v[0].Value != n+1000 {
+			t.Fatalf("%s: board %v (%v), want m=%d", c.name, v, err, n+1000)
 		}
 	}
 }
 
-// bucketLayers applies ids with apply and returns the layers of the
-// single dedupe bucket under prefix.
-func bucketLayers(t *testing.T, rdb redis.UniversalClient, prefix string, ids []string, apply func([]string)) int {
-	apply(ids)
+// applyAll applies ids in batches of 2,000 and returns how many were
+// applied.
+func applyAll(t *testing.T, s *store.Store, ids []string) int {
+	t.Helper()
+	total := 0
+	for i := 0; i < len(ids); i += 2000 {
+		res, err := s.Apply(t.Context(), ddEvents(ids[i:min(i+2000, len(ids))]...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += applied(res)
+	}
+	return total
+}
+
+// bucketLayers returns the layers of the one dedupe bucket under prefix,
+// which must hold n IDs.
+func bucketLayers(t *testing.T, rdb redis.UniversalClient, prefix string, n int) int {
+	t.Helper()
 	meta, err := rdb.HGetAll(t.Context(), prefix+":d:m").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +205,11 @@ func bucketLayers(t *testing.T, rdb redis.UniversalClient, prefix string, ids []
 	for f, v := range meta {
 		if f != "sw" && f != "inc" {
 			buckets++
-			fmt.Sscan(strings.Split(v, ":")[2], &layers)
+			parts := strings.Split(v, ":")
+			if len(parts) != 5 || parts[4] != fmt.Sprint(n) {
+				t.Fatalf("bucket %s: %q, want inc:s0:layers:n:%d", f, v, n)
+			}
+			fmt.Sscan(parts[2], &layers)
 		}
 	}
 	if buckets != 1 {
