@@ -249,7 +249,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer e.close()
 	res := &Result{Started: began.UTC().Format(time.RFC3339), Machine: e.machine(ctx), Settings: e.settings()}
-	steal0, total0, stealOK := cpuTicks()
+	steal := readSteal()
 	if res.Preload, err = e.preload(ctx); err != nil {
 		return nil, fmt.Errorf("preload: %w", err)
 	}
@@ -293,10 +293,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	res.Drain.ratios()
 	res.Seconds = round(time.Since(began).Seconds(), 1)
-	res.Machine.StealPct = -1
-	if steal1, total1, ok := cpuTicks(); ok && stealOK && total1 > total0 {
-		res.Machine.StealPct = round(100*float64(steal1-steal0)/float64(total1-total0), 1)
-	}
+	res.Machine.StealPct = steal.stealPct()
 	prog.stop()
 	res.WriteTable(o.Stdout)
 	if res.Cost != nil {

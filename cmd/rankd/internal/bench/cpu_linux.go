@@ -50,26 +50,27 @@ func pidCPU(pid int) (time.Duration, bool) {
 	return time.Duration(ut+st) * time.Second / clockTicks, true
 }
 
-// cpuTicks returns the machine's CPU time so far from /proc/stat (its
-// "cpu" line, in USER_HZ ticks): the time a hypervisor took from this
-// virtual machine's CPUs (steal) and all of it (user to steal).
-func cpuTicks() (steal, total int64, ok bool) {
+// readSteal reads the machine's CPU time so far from /proc/stat (its
+// "cpu" line, in USER_HZ ticks).
+func readSteal() stealReading {
 	data, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, 0, false
+		return stealReading{}
 	}
 	line, _, _ := strings.Cut(string(data), "\n")
 	f := strings.Fields(line)
 	if len(f) < 9 || f[0] != "cpu" {
-		return 0, 0, false
+		return stealReading{}
 	}
+	var r stealReading
 	for i := 1; i <= 8; i++ { // user nice system idle iowait irq softirq steal
 		v, err := strconv.ParseInt(f[i], 10, 64)
 		if err != nil {
-			return 0, 0, false
+			return stealReading{}
 		}
-		total += v
+		r.total += v
 	}
-	steal, _ = strconv.ParseInt(f[8], 10, 64)
-	return steal, total, true
+	r.steal, _ = strconv.ParseInt(f[8], 10, 64)
+	r.ok = true
+	return r
 }

@@ -10,5 +10,5 @@ func selfCPU() (time.Duration, bool) { return 0, false }
 // pidCPU is not measured outside Linux.
 func pidCPU(int) (time.Duration, bool) { return 0, false }
 
-// cpuTicks is not measured outside Linux.
-func cpuTicks() (steal, total int64, ok bool) { return 0, 0, false }
+// readSteal is not measured outside Linux.
+func readSteal() stealReading { return stealReading{} }

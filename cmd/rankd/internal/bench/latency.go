@@ -269,17 +269,23 @@ func (e *env) markerReader(ctx context.Context, cfg *config.Config, want int64) 
 		prefix += ":g" + strconv.Itoa(g)
 	}
 	key := store.Key(prefix, store.Tag(markerBoard, nil), store.KindTotal, store.PeriodAll)
-	read := func(ctx context.Context) (int64, error) {
+	read := zscoreReader(rdb, key)
+	if got, err := read(ctx); err != nil || got != want {
+		return "", nil, fmt.Errorf("marker key %s holds %d (%v), the API says %d: update cmd/rankd/internal/bench to the store's key layout", key, got, err, want)
+	}
+	return key, read, nil
+}
+
+// zscoreReader returns a reader of the marker's value in key (0 when the
+// member is not there).
+func zscoreReader(rdb *redis.Client, key string) func(context.Context) (int64, error) {
+	return func(ctx context.Context) (int64, error) {
 		v, err := rdb.ZScore(ctx, key, markerAnchor).Result()
 		if errors.Is(err, redis.Nil) {
 			return 0, nil
 		}
 		return int64(v), err
 	}
-	if got, err := read(ctx); err != nil || got != want {
-		return "", nil, fmt.Errorf("marker key %s holds %d (%v), the API says %d: update cmd/rankd/internal/bench to the store's key layout", key, got, err, want)
-	}
-	return key, read, nil
 }
 
 // warmUp waits until the stack is ready (/readyz: group joined, Redis

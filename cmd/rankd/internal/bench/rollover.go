@@ -123,11 +123,11 @@ func (e *env) rollover(ctx context.Context) (*Rollover, error) {
 	})
 	time.Sleep(50 * time.Millisecond) // the reader is going
 	e.prog.set(fmt.Sprintf("rollover of %d members", n), nil)
-	steal0, total0, stealOK := cpuTicks()
+	steal := readSteal()
 	start := time.Now()
 	err = st.Rollover(ctx, rolloverBoard, k.Start.Add(time.Hour))
 	el := time.Since(start)
-	steal1, total1, stealOK1 := cpuTicks()
+	stealPct := steal.stealPct()
 	time.Sleep(50 * time.Millisecond)
 	stopReader()
 	wg.Wait()
@@ -156,10 +156,7 @@ func (e *env) rollover(ctx context.Context) (*Rollover, error) {
 		}
 	}
 	r.SlowestCallMs = ms(worst)
-	r.StealPct = -1
-	if stealOK && stealOK1 && total1 > total0 {
-		r.StealPct = round(100*float64(steal1-steal0)/float64(total1-total0), 1)
-	}
+	r.StealPct = stealPct
 	slices.Sort(lat)
 	r.ReaderP50Ms, r.ReaderP99Ms, r.ReaderMaxMs = ms(quantile(lat, 0.5)), ms(quantile(lat, 0.99)), ms(quantile(lat, 1))
 	for _, l := range lat {

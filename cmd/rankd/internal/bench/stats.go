@@ -166,3 +166,21 @@ func round(f float64, n int) float64 {
 	}
 	return float64(int64(f*p+0.5)) / p
 }
+
+// stealReading is the machine's CPU time at one moment (readSteal): the
+// time a hypervisor took from this virtual machine's CPUs (steal) and all
+// of it (user to steal), in ticks; ok false: unknown.
+type stealReading struct {
+	steal, total int64
+	ok           bool
+}
+
+// stealPct returns the share of the machine's CPU time stolen from r to
+// now, in percent; -1 when unknown.
+func (r stealReading) stealPct() float64 {
+	now := readSteal()
+	if !r.ok || !now.ok || now.total <= r.total {
+		return -1
+	}
+	return round(100*float64(now.steal-r.steal)/float64(now.total-r.total), 1)
+}

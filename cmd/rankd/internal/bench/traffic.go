@@ -105,13 +105,7 @@ func trafficMain(in io.Reader, out io.Writer) int {
 	defer cancel()
 	rdb := redis.NewClient(&redis.Options{Addr: s.RedisAddr, PoolSize: 1})
 	defer rdb.Close()
-	readRedis := func(ctx context.Context) (int64, error) {
-		v, err := rdb.ZScore(ctx, s.RedisKey, markerAnchor).Result()
-		if errors.Is(err, redis.Nil) {
-			return 0, nil
-		}
-		return int64(v), err
-	}
+	readRedis := zscoreReader(rdb, s.RedisKey)
 	hc := &http.Client{Timeout: 5 * time.Second}
 	readAPI := func(ctx context.Context) (int64, error) { return pollMember(ctx, hc, s.APIURL) }
 	if v, err := readRedis(ctx); err != nil || v != s.Base {
@@ -211,7 +205,7 @@ type traffic struct{ c *loadgen.Proc }
 
 // startTraffic starts a traffic child and returns once it is ready.
 func startTraffic(ctx context.Context, s trafficSettings) (*traffic, error) {
-	c, err := loadgen.Spawn(ctx, trafficKind, s, "ready", time.Minute)
+	c, err := loadgen.Spawn(ctx, trafficKind, s, time.Minute)
 	if err != nil {
 		return nil, err
 	}
@@ -227,34 +221,29 @@ func (t *traffic) start() error { return t.c.Send("start") }
 // produced waits for the producer to stop (up to d and a minute).
 func (t *traffic) produced(ctx context.Context, d time.Duration) (trafficProduced, error) {
 	var p trafficProduced
-	if err := t.await(ctx, d+time.Minute, &p); err != nil {
-		return p, err
-	}
-	if p.Err != "" {
-		return p, errors.New(p.Err)
-	}
-	return p, nil
+	err := t.await(ctx, d+time.Minute, &p, &p.Err)
+	return p, err
 }
 
 // result waits for the pollers to see every marker.
 func (t *traffic) result(ctx context.Context) (trafficResult, error) {
 	var r trafficResult
-	if err := t.await(ctx, latencyWait+time.Minute, &r); err != nil {
-		return r, err
-	}
-	if r.Err != "" {
-		return r, errors.New(r.Err)
-	}
-	return r, nil
+	err := t.await(ctx, latencyWait+time.Minute, &r, &r.Err)
+	return r, err
 }
 
-func (t *traffic) await(ctx context.Context, d time.Duration, v any) error {
+// await reads the child's next line into v, whose field failed is the
+// child's error ("": none).
+func (t *traffic) await(ctx context.Context, d time.Duration, v any, failed *string) error {
 	line, err := t.c.Await(ctx, "", d)
 	if err != nil {
 		return err
 	}
 	if err := json.Unmarshal([]byte(line), v); err != nil {
 		return fmt.Errorf("traffic child said %q: %w", line, err)
+	}
+	if *failed != "" {
+		return errors.New(*failed)
 	}
 	return nil
 }

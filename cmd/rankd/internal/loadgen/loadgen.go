@@ -90,7 +90,7 @@ func Start(ctx context.Context, o Options) (*Gen, error) {
 	if o.Clients < 1 || len(o.Targets) == 0 || o.Addr == "" {
 		return nil, errors.New("loadgen: want an address, at least one client and one target")
 	}
-	c, err := Spawn(ctx, "1", o, "ready", readyTimeout)
+	c, err := Spawn(ctx, "1", o, readyTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -135,9 +135,9 @@ type Proc struct {
 	out   *proc.TailBuffer
 }
 
-// Spawn starts a child of kind, sends it settings (one line of JSON) and,
-// with ready, waits up to timeout for that line.
-func Spawn(ctx context.Context, kind string, settings any, ready string, timeout time.Duration) (*Proc, error) {
+// Spawn starts a child of kind, sends it settings (one line of JSON) and
+// waits up to timeout for its "ready".
+func Spawn(ctx context.Context, kind string, settings any, timeout time.Duration) (*Proc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("starting the %s child: finding this executable: %w", kind, err)
@@ -177,11 +177,9 @@ func Spawn(ctx context.Context, kind string, settings any, ready string, timeout
 		c.Close()
 		return nil, err
 	}
-	if ready != "" {
-		if _, err := c.Await(ctx, ready, timeout); err != nil {
-			c.Close()
-			return nil, err
-		}
+	if _, err := c.Await(ctx, "ready", timeout); err != nil {
+		c.Close()
+		return nil, err
 	}
 	return c, nil
 }
