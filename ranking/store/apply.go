@@ -106,6 +106,11 @@ func (g *callGroup) period(t time.Time) ranking.Period {
 type Event struct {
 	ID      string
 	Updates []ranking.Update
+	// Decided says that the caller has decided the event is new: the
+	// script neither looks its ID up nor holds it. Only a replay writing a
+	// generation no one else writes (ReserveBuild) can decide, from every
+	// ID of what it read; it then holds them with RegisterIDs.
+	Decided bool
 }
 
 // Group returns one Event for each run of consecutive updates with the same
@@ -510,7 +515,7 @@ func (s *Store) plan(evs []Event, n int) ([]*call, map[string][]any, error) {
 			open[slot] = c
 			calls = append(calls, c)
 		}
-		c.addEvent(s, evs[e].ID, ups, tags, idx)
+		c.addEvent(s, &evs[e], ups, tags, idx)
 	}
 	start := 0
 	for e := range evs {
@@ -563,13 +568,16 @@ func sameDims(a, b []string) bool {
 	return true
 }
 
-func (c *call) addEvent(s *Store, id string, ups []*ranking.Update, tags []string, idx []int) {
+func (c *call) addEvent(s *Store, ev *Event, ups []*ranking.Update, tags []string, idx []int) {
 	c.events = append(c.events, idx)
 	c.nups += len(idx)
 	var sh [shDigits]byte
-	fp := dedupeHash(id, &sh)
-	c.sh = append(c.sh, sh[:]...)
-	c.evs = append(c.evs, eventArgs{id: id, n: len(idx), idKey: idKey{fp: fp}})
+	var fp int64
+	if !ev.Decided {
+		fp = dedupeHash(ev.ID, &sh)
+	}
+	c.sh = append(c.sh, sh[:]...) // args() sends "" for a decided event
+	c.evs = append(c.evs, eventArgs{id: ev.ID, n: len(idx), idKey: idKey{fp: fp}, decided: ev.Decided})
 	for _, i := range idx {
 		u := ups[i]
 		g := c.groups[tags[i]]
@@ -679,7 +687,10 @@ func (c *call) args(s *Store, head positionArgs, spans []spanArgs, marks []markA
 	shs := string(c.sh) // one allocation for the call's shard hashes
 	for e := range c.evs {
 		ev := &c.evs[e] // args point into c.evs and c.ups: they stay as they are until the call has run
-		ev.sh = shs[e*shDigits : (e+1)*shDigits]
+		ev.sh = ""
+		if !ev.decided {
+			ev.sh = shs[e*shDigits : (e+1)*shDigits]
+		}
 		args = ev.add(args)
 		for k := next; k < next+ev.n; k++ {
 			u := &c.ups[k]

@@ -120,6 +120,7 @@ const (
 	gensOpLock    = "lock"
 	gensOpRenew   = "renew"
 	gensOpUnlock  = "unlock"
+	gensOpReserve = "reserve"
 	gensOpBuild   = "build"
 	gensOpSwitch  = "switch"
 	gensOpPending = "pending"
@@ -186,6 +187,21 @@ func luaAggOf(a ranking.Aggregate) luaAgg {
 	panic(fmt.Sprintf("store: aggregate %v has no Lua number", a))
 }
 
+// luaStatusOf is the verdict apply.lua keeps for a first delivery's st.
+func luaStatusOf(st ranking.Status) luaStatus {
+	switch st {
+	case ranking.StatusApplied:
+		return luaApplied
+	case ranking.StatusDuplicate:
+		return luaDuplicate
+	case ranking.StatusLate:
+		return luaLate
+	case ranking.StatusOutOfRange:
+		return luaOutOfRange
+	}
+	panic(fmt.Sprintf("store: status %v has no Lua verdict", st))
+}
+
 // status returns the ranking verdict of c and whether it repeats an
 // earlier delivery's.
 func (c luaStatus) status() (ranking.Status, bool, error) {
@@ -228,7 +244,8 @@ var luaConsts = append(luaEnums(), []luaConst{
 	{"META_ST", metaST}, {"META_HEAD", metaHead}, {"META_ROLLED", metaRolled}, {"META_ROLL_K", metaRollK}, {"META_ROLL_CURSOR", metaRollCursor},
 	{"GENS_NEXT", gensNext}, {"GENS_LOCK", gensLock}, {"GENS_ACTIVE", gensActive}, {"GENS_BUILD", gensBuild}, {"GENS_DROP", gensDrop},
 	{"GENS_OP_READ", gensOpRead}, {"GENS_OP_LOCK", gensOpLock}, {"GENS_OP_RENEW", gensOpRenew}, {"GENS_OP_UNLOCK", gensOpUnlock},
-	{"GENS_OP_BUILD", gensOpBuild}, {"GENS_OP_SWITCH", gensOpSwitch}, {"GENS_OP_PENDING", gensOpPending}, {"GENS_OP_DROPPED", gensOpDropped},
+	{"REG_OP_OPEN", regOpOpen}, {"REG_OP_ADD", regOpAdd},
+	{"GENS_OP_RESERVE", gensOpReserve}, {"GENS_OP_BUILD", gensOpBuild}, {"GENS_OP_SWITCH", gensOpSwitch}, {"GENS_OP_PENDING", gensOpPending}, {"GENS_OP_DROPPED", gensOpDropped},
 	{"HEADROOM", luaHeadroom}, {"MAX_UNPACK", luaMaxUnpack}, {"MIN_TTL_MS", luaMinTTLMs},
 	{"UPDATE_ARGS", len(updateFields)}, {"EVENT_ARGS", len(eventFields)},
 	{"DD_META", ddMeta}, {"DD_SWEEP", ddSweep}, {"DD_INC", ddInc}, {"DD_DYING", ddDying}, {"DD_VERDICTS", ddVerdicts},
@@ -261,6 +278,7 @@ var luaKeys = map[string][]string{
 	"gens.lua":      gensKeys,
 	"marks.lua":     marksKeys,
 	"positions.lua": raiseKeys,
+	"register.lua":  registerKeys,
 	"rollover.lua":  {"meta"}, // the stream's meta hash
 	"standings.lua": standingsKeys,
 	"unlock.lua":    unlockKeys,
@@ -335,9 +353,10 @@ func (g *groupArgs) add(args []any) []any { return append(args, g.tag, g.board) 
 // eventArgs is the ARGV head of one event of an apply call; its updates
 // follow.
 type eventArgs struct {
-	id    string // its message ID
-	n     int    // number of updates
-	idKey        // its ID's shard hash and fingerprint (dedupe.go)
+	id      string // its message ID
+	n       int    // number of updates
+	idKey          // its ID's shard hash and fingerprint (dedupe.go); sh "": decided (Event.Decided)
+	decided bool   // not sent: sh is
 }
 
 // eventFields are the Lua names apply.lua reads an eventArgs into, in ARGV
@@ -348,6 +367,38 @@ var eventFields = []string{"id", "nu", "sh", "fp"}
 // to; a pointer costs no allocation): e must not change until the call
 // has run.
 func (e *eventArgs) add(args []any) []any { return append(args, &e.id, &e.n, &e.sh, &e.fp) }
+
+// The ops of register.lua.
+const (
+	regOpOpen = "open"
+	regOpAdd  = "add"
+)
+
+// registerArgs is the ARGV head of a register.lua call (Store.RegisterIDs)
+// on a generation's dedupe meta hash (KEYS); an add's groups of IDs and
+// verdicts follow it.
+type registerArgs struct {
+	meta    string // <dedupe prefix>m
+	op      string // regOpOpen, regOpAdd
+	dprefix string
+	dedupeArgs
+	n      int    // open: the IDs to hold, which a new bucket is sized for
+	bucket string // add: the bucket, incarnation and layer open gave
+	inc    string
+	layer  string
+}
+
+var (
+	registerKeys   = []string{"meta"}
+	registerFields = []string{"op", "dprefix", "ttl", "min", "n", "bucket", "inc", "layer"}
+)
+
+func (r *registerArgs) keys() []string { return []string{r.meta} }
+
+func (r *registerArgs) add(args []any) []any {
+	args = append(args, r.op, r.dprefix)
+	return append(r.dedupeArgs.add(args), r.n, r.bucket, r.inc, r.layer)
+}
 
 // dedupeArgs is the ARGV of an apply call's dedupe (dedupe.go).
 type dedupeArgs struct {
@@ -507,7 +558,7 @@ type gensArgs struct {
 	op     string
 	token  string // the replay lock's token (lock, renew, unlock, build, switch, dropped)
 	ttlMs  int64  // the lock's TTL (lock, renew)
-	gen    int    // the generation switched to (switch) or deleted (dropped)
+	gen    int    // the generation switched to (switch), deleted (dropped) or reserved (build; 0: a new one)
 	boards []string
 }
 

@@ -81,6 +81,7 @@ func TestLuaContract(t *testing.T) {
 		{"marks.lua", "local m = {", lastMarkFields, len((&lastMarkArgs{}).add(nil))},
 		{"positions.lua", "local H = {", raiseHeadFields, len((&raiseHeadArgs{}).add(nil))},
 		{"positions.lua", "local r = {", raiseFields, len((&raiseArgs{}).add(nil))},
+		{"register.lua", "local R = {", registerFields, len((&registerArgs{}).add(nil))},
 		{"standings.lua", "local S = {", standingsFields, len((&standingsArgs{}).add(nil))},
 		{"unlock.lua", "local U = {", unlockFields, len((&unlockArgs{}).add(nil))},
 	} {
@@ -97,7 +98,7 @@ func TestLuaContract(t *testing.T) {
 	if n := len((&gensArgs{boards: []string{"a", "b"}}).add(nil)); n != len(gensFields)+2 {
 		t.Errorf("gensArgs.add writes %d values with 2 boards, want %d", n, len(gensFields)+2)
 	}
-	for _, k := range [][]string{(&denseArgs{}).keys(), (&gensArgs{}).keys(), (&standingsArgs{}).keys(), (&unlockArgs{}).keys()} {
+	for _, k := range [][]string{(&denseArgs{}).keys(), (&gensArgs{}).keys(), (&standingsArgs{}).keys(), (&unlockArgs{}).keys(), (&registerArgs{}).keys()} {
 		if len(k) != 1 {
 			t.Errorf("an encoder's keys() gives %d keys, its script reads 1", len(k))
 		}

@@ -56,12 +56,27 @@ type idKey struct {
 // shDigits is the length of idKey.sh.
 const shDigits = 31
 
+// IDKey is what the dedupe keeps of a message ID: the first 12 bytes of
+// its SHA-256, which hold its fingerprint (8 bytes) and its shard hash
+// (the next 31 bits). Two IDs of a replay's range with the same IDKey
+// (probability n²/2^97 for n IDs) would count as one.
+type IDKey [12]byte
+
+// KeyOf returns the IDKey of a message ID.
+func KeyOf(id string) IDKey {
+	h := sha256.Sum256([]byte(id))
+	return IDKey(h[:12])
+}
+
+func (k IDKey) fp() int64     { return int64(binary.BigEndian.Uint64(k[0:8])) }
+func (k IDKey) shard() uint32 { return binary.BigEndian.Uint32(k[8:12]) >> 1 }
+
 // dedupeHash writes the shard hash of a message ID to sh, as idKey.sh
 // (31 binary digits, most significant first), and returns its fingerprint.
 func dedupeHash(id string, sh *[shDigits]byte) (fp int64) {
-	h := sha256.Sum256([]byte(id))
-	for i, x := len(sh)-1, binary.BigEndian.Uint32(h[8:12])>>1; i >= 0; i, x = i-1, x>>1 {
+	k := KeyOf(id)
+	for i, x := len(sh)-1, k.shard(); i >= 0; i, x = i-1, x>>1 {
 		sh[i] = '0' + byte(x&1)
 	}
-	return int64(binary.BigEndian.Uint64(h[0:8]))
+	return k.fp()
 }

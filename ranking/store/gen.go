@@ -282,10 +282,45 @@ func (s *Store) UnlockReplay(ctx context.Context, token string) error {
 // must be held by token. stale maps each board whose previous build never
 // switched (a replay that died) to that generation, for the caller to drop.
 func (s *Store) BeginBuild(ctx context.Context, token string, boards []string) (g int, stale map[string]int, err error) {
+	return s.beginBuild(ctx, token, 0, boards)
+}
+
+// ReserveBuild hands out a new generation for boards without marking it
+// as being built: live writers do not know of it, so that a replay can
+// write it alone (and decide what live writes would race with) before
+// BeginReservedBuild. Until then it is listed among the generations to
+// delete (PendingDrops), so that the next replay deletes it if this one
+// dies. The replay lock must be held by token.
+func (s *Store) ReserveBuild(ctx context.Context, token string, boards []string) (int, error) {
+	if err := s.knownBoards(boards); err != nil {
+		return 0, err
+	}
+	v, err := s.gens(ctx, gensArgs{op: gensOpReserve, token: token, boards: boards})
+	if err != nil {
+		return 0, lockErr("reserving a generation", err)
+	}
+	g, ok := v.(int64)
+	if !ok {
+		return 0, fmt.Errorf("reserving a generation: unexpected reply %v", v)
+	}
+	return int(g), nil
+}
+
+// BeginReservedBuild is BeginBuild of generation g, which ReserveBuild
+// handed out (and which stops being listed to delete).
+func (s *Store) BeginReservedBuild(ctx context.Context, token string, g int, boards []string) (stale map[string]int, err error) {
+	if g <= 0 {
+		return nil, fmt.Errorf("starting generation %d: not a reserved generation", g)
+	}
+	_, stale, err = s.beginBuild(ctx, token, g, boards)
+	return stale, err
+}
+
+func (s *Store) beginBuild(ctx context.Context, token string, reserved int, boards []string) (g int, stale map[string]int, err error) {
 	if err := s.knownBoards(boards); err != nil {
 		return 0, nil, err
 	}
-	v, err := s.gens(ctx, gensArgs{op: gensOpBuild, token: token, boards: boards})
+	v, err := s.gens(ctx, gensArgs{op: gensOpBuild, token: token, gen: reserved, boards: boards})
 	if err != nil {
 		return 0, nil, lockErr("starting a generation", err)
 	}

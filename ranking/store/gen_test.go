@@ -160,3 +160,92 @@ func TestGenerations(t *testing.T) {
 		t.Fatalf("pending drops after a dead build = %v, %v; want b: [%d]", p, err, g2)
 	}
 }
+
+// TestReservedBuild: a generation ReserveBuild hands out is written by its
+// replay alone (live writers do not know of it) and listed to delete until
+// BeginReservedBuild makes it a build like BeginBuild's; one whose replay
+// died before that is left for the next replay to delete.
+func TestReservedBuild(t *testing.T) {
+	b := &ranking.Board{Name: "b", Window: ranking.WindowTotal}
+	rdb := testenv.Redis(t).Client(t)
+	prefix := testenv.Prefix(t)
+	s, err := store.New(rdb, []*ranking.Board{b}, store.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	apply := func(st *store.Store, id string, v int64) {
+		t.Helper()
+		if _, err := st.Apply(ctx, []store.Event{{ID: id, Updates: []ranking.Update{{Board: "b", Member: "m", Value: v, Time: day(21, 1), MsgID: id}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	score := func(st *store.Store) string {
+		t.Helper()
+		es, err := st.Entries(ctx, "b", nil, "all")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(rows(es))
+	}
+	if _, err := s.ReserveBuild(ctx, "tok", []string{"b"}); !errors.Is(err, store.ErrReplayLock) {
+		t.Fatalf("ReserveBuild without the lock: %v, want ErrReplayLock", err)
+	}
+	if err := s.LockReplay(ctx, "tok", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.ReserveBuild(ctx, "tok", []string{"b"})
+	if err != nil || g != 1 {
+		t.Fatalf("ReserveBuild = %d, %v; want 1", g, err)
+	}
+	if gs, err := s.Generations(ctx); err != nil || gs["b"].Building == g {
+		t.Fatalf("generations of a reserved build = %v, %v; want %d not building", gs, err, g)
+	}
+	if p, err := s.PendingDrops(ctx); err != nil || fmt.Sprint(p) != "map[b:[1]]" {
+		t.Fatalf("pending drops with a reserved build = %v, %v; want b: [1]", p, err)
+	}
+	apply(s, "live1", 2)             // live: gen 0 only
+	apply(s.Generation(g), "old", 5) // the replay, alone in gen 1
+	if got, want := score(s), "[{m 2}]"; got != want {
+		t.Fatalf("gen 0 = %s, want %s", got, want)
+	}
+	if got, want := score(s.Generation(g)), "[{m 5}]"; got != want {
+		t.Fatalf("reserved gen 1 = %s, want %s (no live write)", got, want)
+	}
+
+	stale, err := s.BeginReservedBuild(ctx, "tok", g, []string{"b"})
+	if err != nil || len(stale) != 0 {
+		t.Fatalf("BeginReservedBuild = %v, %v", stale, err)
+	}
+	if gs, _ := s.Generations(ctx); gs["b"].Building != g {
+		t.Fatalf("building = %v, want %d", gs["b"], g)
+	}
+	if p, err := s.PendingDrops(ctx); err != nil || len(p) != 0 {
+		t.Fatalf("pending drops after BeginReservedBuild = %v, %v; want none", p, err)
+	}
+	apply(s, "live2", 3) // live: both
+	if got, want := score(s.Generation(g)), "[{m 8}]"; got != want {
+		t.Fatalf("gen 1 after a live write = %s, want %s", got, want)
+	}
+	if err := s.Switch(ctx, "tok", g, []string{"b"}); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s.PendingDrops(ctx); err != nil || fmt.Sprint(p) != "map[b:[0]]" {
+		t.Fatalf("pending drops after the switch = %v, %v; want b: [0]", p, err)
+	}
+	if _, err := s.BeginReservedBuild(ctx, "tok", 7, []string{"b"}); !errors.Is(err, store.ErrReplayLock) {
+		t.Fatalf("BeginReservedBuild of a generation never handed out: %v, want ErrReplayLock", err)
+	}
+
+	// A reservation whose replay died is deleted by the next replay.
+	g2, err := s.ReserveBuild(ctx, "tok", []string{"b"})
+	if err != nil || g2 != 2 {
+		t.Fatalf("second ReserveBuild = %d, %v; want 2", g2, err)
+	}
+	if err := s.UnlockReplay(ctx, "tok"); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s.PendingDrops(ctx); err != nil || fmt.Sprint(p) != "map[b:[0 2]]" {
+		t.Fatalf("pending drops after a dead reservation = %v, %v; want b: [0 2]", p, err)
+	}
+}

@@ -7,7 +7,8 @@
 --          boardArgs (contract.go), nGroups, per group (stream): groupArgs,
 --            nPeriods, nPeriods x (id, startMs, endMs) (consecutive periods);
 --          nEvents, per event: eventArgs (its message ID, nUpdates, its
---            ID's shard hash and fingerprint: see below), nUpdates x
+--            ID's shard hash and fingerprint: see below; shard hash "": the
+--            caller decided the event is new, see Event.Decided), nUpdates x
 --            updateArgs (gp: the
 --            update's (stream, period) pair, numbering the periods of the
 --            streams' tables in order from 1; LATE_GP: judged late by the
@@ -288,7 +289,8 @@ local nev = nn()
 for e = 1, nev do
   local id, nu, sh, fp = A[pos], tonumber(A[pos + 1]), A[pos + 2], A[pos + 3]
   pos = pos + EVENT_ARGS
-  local isnew, bk = fresh(sh, fp)
+  local isnew, bk = true, nil -- a decided event is new and not held
+  if sh ~= '' then isnew, bk = fresh(sh, fp) end
   evpos[e], evoff[e], evbk[e], evfp[e] = pos, nc + 1, bk, fp
   if not isnew then
     -- duplicate: its verdicts are filled in at the end, from the original
@@ -614,7 +616,7 @@ for e = 1, nev do
   if not dupof[e] then
     local off, nu = evoff[e], evoff[e + 1] - evoff[e]
     if nu == 1 then out[e] = C[off] else out[e] = table.concat(C, '', off, off + nu - 1) end
-    if bad[e] then call('HSET', evbk[e].vk, evfp[e], out[e]) end
+    if bad[e] and evbk[e] then call('HSET', evbk[e].vk, evfp[e], out[e]) end
     for c = off, off + nu - 1 do
       if C[c] == ST_APPLIED then
         local k = GPOF[c]

@@ -16,8 +16,12 @@
 --   renew token ttl      -> 1; error REPLAYLOCK when the lock is not ours (taken by
 --                           another, or gone: Redis lost it)
 --   unlock token         -> 1 when released
---   build token boards   -> {new generation, board, previous b: (or -1), ...}; sets
---                           b:<board> for each (the previous ones are left to the caller to drop)
+--   reserve token boards -> a new generation, listed in d: of each board (so
+--                           that the next replay drops it if this one dies) but not
+--                           built: live writers do not know of it
+--   build token gen boards -> {generation, board, previous b: (or -1), ...}; sets
+--                           b:<board> for each (the previous ones are left to the caller to
+--                           drop); gen "0": a new generation, else one reserved (taken off d:)
 --   switch token gen boards -> 1; a:<board> = gen, b:<board> removed, the old
 --                           a: added to d:, for each board whose b: is gen
 --                           (error when the lock is not ours, or REPLAYLOST when a
@@ -45,6 +49,18 @@ local function pend(board, g)
   local f = GENS_DROP .. board
   local cur = redis.call('HGET', key, f)
   if cur then redis.call('HSET', key, f, cur .. ',' .. g) else redis.call('HSET', key, f, g) end
+end
+
+local function unpend(board, g)
+  local f = GENS_DROP .. board
+  local cur = redis.call('HGET', key, f)
+  if cur then
+    local left = {}
+    for x in string.gmatch(cur, '[^,]+') do
+      if x ~= g then left[#left + 1] = x end
+    end
+    if #left == 0 then redis.call('HDEL', key, f) else redis.call('HSET', key, f, table.concat(left, ',')) end
+  end
 end
 
 local function mine(token)
@@ -87,15 +103,26 @@ elseif op == GENS_OP_RENEW then
 elseif op == GENS_OP_UNLOCK then
   if holder() == G.token then redis.call('HDEL', key, GENS_LOCK); return 1 end
   return 0
-elseif op == GENS_OP_BUILD then
+elseif op == GENS_OP_RESERVE then
   local e = mine(G.token); if e then return e end
   local g = redis.call('HINCRBY', key, GENS_NEXT, 1)
-  local out = {g}
+  for _, b in ipairs(boards) do pend(b, tostring(g)) end
+  return g
+elseif op == GENS_OP_BUILD then
+  local e = mine(G.token); if e then return e end
+  local g = G.gen
+  if g == '0' then
+    g = tostring(redis.call('HINCRBY', key, GENS_NEXT, 1))
+  elseif tonumber(g) > tonumber(redis.call('HGET', key, GENS_NEXT) or '0') then
+    return redis.error_reply('REPLAYLOST generation ' .. g .. ' was never reserved: Redis lost writes')
+  end
+  local out = {tonumber(g)}
   for _, b in ipairs(boards) do
     local old = redis.call('HGET', key, GENS_BUILD .. b)
     out[#out + 1] = b
     out[#out + 1] = old or '-1'
     if old then pend(b, old) end
+    unpend(b, g)
     redis.call('HSET', key, GENS_BUILD .. b, g)
   end
   return out
@@ -127,15 +154,7 @@ elseif op == GENS_OP_PENDING then
   return out
 elseif op == GENS_OP_DROPPED then
   local e = mine(G.token); if e then return e end
-  local f = GENS_DROP .. boards[1]
-  local cur = redis.call('HGET', key, f)
-  if cur then
-    local left = {}
-    for g in string.gmatch(cur, '[^,]+') do
-      if g ~= G.gen then left[#left + 1] = g end
-    end
-    if #left == 0 then redis.call('HDEL', key, f) else redis.call('HSET', key, f, table.concat(left, ',')) end
-  end
+  unpend(boards[1], G.gen)
   return 1
 end
 return redis.error_reply('gens.lua: unknown op ' .. tostring(op))

@@ -1,0 +1,136 @@
+package store_test
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
+)
+
+// TestDecidedEvents: a Decided event is applied without a dedupe lookup
+// and leaves no dedupe key; RegisterIDs then holds its ID with its
+// verdict, so that a later delivery is a duplicate repeating it, as if
+// the event had been applied undecided.
+func TestDecidedEvents(t *testing.T) {
+	unit, _ := ranking.ParseUnit("1d")
+	daily := &ranking.Board{Name: "daily", Window: ranking.WindowPeriodic, Every: unit, Grace: time.Hour}
+	rdb := testenv.Redis(t).Client(t)
+	prefix := testenv.Prefix(t)
+	s, err := store.New(rdb, []*ranking.Board{daily, dedupeBoard}, store.WithPrefix(prefix), store.WithDedupeMinSets(1024))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if err := s.LockReplay(ctx, "tok", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.ReserveBuild(ctx, "tok", []string{"daily", "dd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := s.Generation(g)
+	gprefix := prefix + ":g" + strconv.Itoa(g)
+	ev := func(id string, v int64, late bool) store.Event {
+		st := day(21, 0)
+		if late {
+			st = day(23, 0) // the 21st ended a day and an hour before
+		}
+		return store.Event{ID: id, Updates: []ranking.Update{
+			{Board: "dd", Member: "m", Value: v, Time: day(21, 11), MsgID: id, StreamTime: st},
+			{Board: "daily", Member: "m", Value: v, Time: day(21, 11), MsgID: id, StreamTime: st},
+		}}
+	}
+	decided := []store.Event{ev("a", 5, false), ev("b", 7, true), ev("c", 1, false)}
+	for i := range decided {
+		decided[i].Decided = true
+	}
+	res, err := gen.Apply(ctx, decided)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(res.Status), "[applied applied applied late applied applied]"; got != want {
+		t.Fatalf("decided statuses = %s, want %s", got, want)
+	}
+	if keys := dedupeKeys(t, rdb, gprefix); len(keys) != 0 {
+		t.Fatalf("decided events left dedupe keys %v", keys)
+	}
+	held := []store.HeldID{{Key: store.KeyOf("a")}, {Key: store.KeyOf("b"), Statuses: res.Status[2:4]}, {Key: store.KeyOf("c")}}
+	if n, err := gen.RegisterIDs(ctx, held); err != nil || n != 3 {
+		t.Fatalf("RegisterIDs = %d, %v; want 3", n, err)
+	}
+	if n, err := gen.RegisterIDs(ctx, held); err != nil || n != 0 {
+		t.Fatalf("RegisterIDs again = %d, %v; want 0 (held already)", n, err)
+	}
+	res, err = gen.Apply(ctx, []store.Event{ev("a", 5, false), ev("b", 7, true), ev("d", 2, false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(res.Status, res.Repeated),
+		"[duplicate duplicate duplicate late applied applied] [false false false true false false]"; got != want {
+		t.Fatalf("redelivered statuses, repeated = %s, want %s", got, want)
+	}
+	es, err := gen.Entries(ctx, "dd", nil, "all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(rows(es)), "[{m 15}]"; got != want {
+		t.Fatalf("dd = %s, want %s (a, b, c and d once)", got, want)
+	}
+}
+
+// TestRegisterIDs holds 100,000 IDs, grouped by set: every one is then a
+// duplicate, a new one is not, and the bucket counts them all in one
+// layer sized for them (12 a set at most, dedupe.go).
+func TestRegisterIDs(t *testing.T) {
+	rdb := testenv.Redis(t).Client(t)
+	prefix := testenv.Prefix(t)
+	s, err := store.New(rdb, []*ranking.Board{dedupeBoard}, store.WithPrefix(prefix), store.WithDedupeMinSets(1024))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	const n = 100000
+	ids := make([]store.HeldID, n)
+	for i := range ids {
+		ids[i].Key = store.KeyOf("id-" + strconv.Itoa(i))
+	}
+	if got, err := s.RegisterIDs(ctx, ids); err != nil || got != n {
+		t.Fatalf("RegisterIDs = %d, %v; want %d", got, err, n)
+	}
+	sets := dedupeKeys(t, rdb, prefix)
+	if len(sets) > 16384 {
+		t.Fatalf("%d sets for %d IDs, want at most 16,384 (the next power of two over %d/12)", len(sets), n, n)
+	}
+	total := int64(0)
+	for _, k := range sets {
+		total += rdb.SCard(ctx, k).Val()
+	}
+	if total != n {
+		t.Fatalf("the sets hold %d IDs, want %d", total, n)
+	}
+	meta := rdb.HGetAll(ctx, prefix+":d:m").Val()
+	found := false
+	for f, v := range meta {
+		if _, err := strconv.Atoi(f); err == nil {
+			found = true
+			if want := fmt.Sprintf(":16384:1:%d:%d", n, n); len(v) < len(want) || v[len(v)-len(want):] != want {
+				t.Fatalf("bucket %s = %q, want inc%s", f, v, want)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no bucket in %v", meta)
+	}
+	probe := ddEvents("id-0", "id-4242", "id-99999", "new")
+	res, err := s.Apply(ctx, probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(res.Status), "[duplicate duplicate duplicate applied]"; got != want {
+		t.Fatalf("after RegisterIDs: %s, want %s", got, want)
+	}
+}
