@@ -51,6 +51,8 @@ type RankingSink struct {
 
 	nApplied, nDups atomic.Int64 // Counts
 
+	decider atomic.Pointer[Decider] // a replay deciding which messages are new (Decide)
+
 	scratch sync.Pool // *planScratch of batches done
 
 	mu        sync.Mutex
@@ -368,6 +370,86 @@ func (s *RankingSink) Observe(ctx context.Context, msgs []kafka.Message) error {
 }
 
 // reasonOf returns the dead-letter reason of a decode or route error.
+// Retarget makes a replay's sink apply to st from now on as a new sink
+// would: it forgets the partitions' stream times and its Counts (a replay
+// starting over in another generation; the metrics keep counting). Call it
+// between Applies.
+func (s *RankingSink) Retarget(st Store) {
+	s.mu.Lock()
+	s.store = st
+	s.stream, s.rewinding = map[partitionKey]streamPos{}, map[partitionKey]rewind{}
+	s.mu.Unlock()
+	s.nApplied.Store(0)
+	s.nDups.Store(0)
+}
+
+// Decide makes a replay's sink decide which messages are new with d, in
+// memory, instead of the dedupe in Redis (nil: the dedupe in Redis again);
+// see Decider for when a replay may. Call it between Applies.
+func (s *RankingSink) Decide(d *Decider) { s.decider.Store(d) }
+
+// applyDecided applies p's events as decided: the first delivery of an ID
+// (in d, over every batch) is applied without a lookup, and a later one
+// gets the statuses Redis would have given it (duplicate, or its first
+// delivery's late or out-of-range verdict repeated), once the batch with
+// the first delivery has applied. A batch resolves its own messages before
+// it waits for others', so batches waiting for each other cannot block.
+func (s *RankingSink) applyDecided(ctx context.Context, d *Decider, p *batchPlan) (ranking.Result, error) {
+	type later struct {
+		key    store.IDKey
+		first  *claimBatch
+		lo, hi int
+	}
+	batch := &claimBatch{done: make(chan struct{})}
+	var (
+		laters []later
+		keys   []store.IDKey
+		mine   []int // the messages this batch applies
+	)
+	evs := make([]store.Event, 0, len(p.evs))
+	for i := range p.msgs {
+		mp := &p.msgs[i]
+		if mp.hi <= mp.lo {
+			continue // no update: not sent, not held (as without a Decider)
+		}
+		key := store.KeyOf(mp.ev.ID)
+		if first, fresh := d.claim(key, batch); !fresh {
+			laters = append(laters, later{key, first, mp.lo, mp.hi})
+			continue
+		}
+		keys, mine = append(keys, key), append(mine, i)
+		evs = append(evs, store.Event{ID: mp.ev.ID, Updates: p.ups[mp.lo:mp.hi:mp.hi], Decided: true})
+	}
+	r, err := s.store.Apply(ctx, evs, p.marks...)
+	if err != nil {
+		d.fail(batch, err)
+		return r, err
+	}
+	res := ranking.Result{Status: make([]ranking.Status, len(p.ups)), Repeated: make([]bool, len(p.ups))}
+	verdicts := make([][]ranking.Status, len(mine))
+	k := 0
+	for j, i := range mine {
+		mp := &p.msgs[i]
+		got := r.Status[k : k+mp.hi-mp.lo]
+		copy(res.Status[mp.lo:mp.hi], got)
+		if slices.ContainsFunc(got, func(st ranking.Status) bool { return st != ranking.StatusApplied }) {
+			verdicts[j] = slices.Clone(got)
+		}
+		k += mp.hi - mp.lo
+	}
+	d.resolve(batch, keys, verdicts)
+	for _, l := range laters {
+		orig, err := d.verdict(ctx, l.key, l.first)
+		if err != nil {
+			return ranking.Result{}, err
+		}
+		for i := l.lo; i < l.hi; i++ {
+			res.Status[i], res.Repeated[i] = repeatOf(orig, i-l.lo)
+		}
+	}
+	return res, nil
+}
+
 func reasonOf(err error) string {
 	if r := ingest.Reason(err); r != "" {
 		return r
@@ -387,7 +469,9 @@ func (s *RankingSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLe
 	p := s.plan(msgs, start)
 	defer s.release(&p)
 	var res ranking.Result
-	if s.replay {
+	if d := s.decider.Load(); s.replay && d != nil {
+		res, err = s.applyDecided(ctx, d, &p)
+	} else if s.replay {
 		res, err = s.store.Apply(ctx, p.evs, p.marks...)
 	} else {
 		res, err = s.store.ApplyFrom(ctx, p.evs, p.spans)

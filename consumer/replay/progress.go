@@ -114,6 +114,25 @@ func (v *Progress) Planned(ranges []Range) {
 	}
 }
 
+// Replanned updates the totals to ranges' (the rest of the log, planned
+// once the build began).
+func (v *Progress) Replanned(ranges []Range) {
+	totals := map[string]int64{}
+	for _, pr := range ranges {
+		totals[pr.Topic] += pr.Total()
+	}
+	v.mu.Lock()
+	for t, n := range totals {
+		if _, ok := v.totals[t]; ok {
+			v.totals[t] = n
+		}
+	}
+	v.mu.Unlock()
+	for t, b := range v.bars {
+		b.SetTotal(totals[t], false)
+	}
+}
+
 func (v *Progress) Progress(topic string, n int64) {
 	v.mu.Lock()
 	v.done[topic] = n

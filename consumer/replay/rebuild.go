@@ -26,11 +26,24 @@ import (
 // writers to it in one atomic step and deletes the old generations.
 //
 //	lock (a token in Redis, renewed; two rebuilds at once are refused)
-//	-> BeginBuild (live instances also write every batch into the new
-//	   generation from now on) -> Plan (end offsets read after)
-//	-> Replay into the new generation -> roll the rolling boards over
-//	-> verify -> Switch -> delete the old generations, twice, DropAfter
-//	   apart -> MarkDropped -> unlock
+//	-> ReserveBuild (a new generation live instances do not write)
+//	-> Plan -> replay, alone in it, the log below the live group's
+//	   committed offsets, deciding duplicates in memory (no dedupe in
+//	   Redis) -> RegisterIDs (hold those IDs, grouped by set)
+//	-> BeginReservedBuild (live instances also write every batch into the
+//	   new generation from now on) -> Plan (end offsets read after)
+//	-> replay the rest, with the dedupe in Redis -> roll the rolling boards
+//	   over -> verify -> Switch -> delete the old generations, twice,
+//	   DropAfter apart -> MarkDropped -> unlock
+//
+// Deciding in memory is exact because no one else writes the reserved
+// generation: every ID applied there is in the Decider, and every later
+// delivery, from live consumption or the rest of the replay, finds it held
+// in Redis. It is skipped on a cluster (an ID is held per slot there) and
+// for more than DecideMax messages; an Apply error while deciding (a
+// decided batch must not be applied twice) makes the rebuild start over
+// the classic way, BeginBuild and the whole log with the dedupe in Redis,
+// in another new generation.
 //
 // A Rebuild stopped before the switch (ctx done, the lock lost, an error)
 // leaves the active generation untouched; the next one deletes the partial
@@ -69,6 +82,9 @@ type Rebuild struct {
 	DropAfter time.Duration
 	// KeepOld keeps the old generations.
 	KeepOld bool
+	// DecideMax is the most messages the replay decides in memory (see
+	// Run): about 40 bytes each. 0: DefaultDecideMax; negative: never.
+	DecideMax int
 	// Registry gets the sink's metrics and rankd_replay_messages_done and
 	// _planned per topic; the result's Applied and Duplicates are read from
 	// it. Nil: a private one.
@@ -79,6 +95,8 @@ type Rebuild struct {
 	// Observer is told the plan, the progress and the verification, for
 	// display; nil: nothing.
 	Observer Observer
+
+	sinkStore func(*store.Store) consumer.Store // tests: what the sink applies to (nil: the generation's store)
 }
 
 // LockObserver is what an Observer may also implement to be told about
@@ -88,6 +106,13 @@ type Rebuild struct {
 type LockObserver interface {
 	LockWaiting(deadline time.Time)
 	LockTaken()
+}
+
+// Replanner is what an Observer may also implement to be told the ranges
+// again when a Rebuild planned more after Planned: the rest of the log,
+// read once the build began (Run decides the first part in memory).
+type Replanner interface {
+	Replanned(ranges []Range)
 }
 
 // Observer follows a Rebuild. Progress may be called from several
@@ -120,11 +145,19 @@ type Result struct {
 	// Applied is the board updates applied, Duplicates the duplicate
 	// messages (the sink's counters).
 	Applied, Duplicates int64
+	// Decided is the messages of Stats.Messages whose duplicates were
+	// decided in memory (see Run); the others went through the dedupe in
+	// Redis.
+	Decided int64
 	// Generation is the new active generation (0 for a dry run).
 	Generation int
 	// Deleted is the keys of old generations deleted.
 	Deleted int
 }
+
+// DefaultDecideMax is Rebuild.DecideMax's default: 8M messages, about
+// 320 MB of IDs in memory.
+const DefaultDecideMax = 8 << 20
 
 func (r *Rebuild) defaults() {
 	if r.LockTTL <= 0 {
@@ -156,7 +189,16 @@ func (r *Rebuild) DryRun(ctx context.Context, boards []*ranking.Board) (Result, 
 	if err != nil {
 		return Result{}, err
 	}
-	return r.replay(ctx, ranges, sink)
+	t, err := r.newTracker()
+	if err != nil {
+		return Result{}, err
+	}
+	t.planned(ranges, true)
+	began := time.Now()
+	res, err := r.replayInto(ctx, r.Replay, ranges, sink, t)
+	res.ReplayTime = time.Since(began)
+	r.Observer.Replayed(err)
+	return res, err
 }
 
 // Run rebuilds r.Boards of st (the live store: generation 0 view) and
@@ -186,15 +228,18 @@ func (r *Rebuild) Run(ctx context.Context, st *store.Store) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	gen, _, err := st.BeginBuild(ctx, token, r.Boards) // a dead rebuild's build is listed to drop in the gens hash
+	prog, err := r.newTracker()
 	if err != nil {
 		return Result{}, err
 	}
-	build := st.Generation(gen)
-	res, ranges, sink, err := r.build(ctx, build, gen)
+	res, gen, ranges, sink, err := r.buildGen(ctx, st, token, prog)
+	if gen == 0 && err != nil {
+		return res, err
+	}
 	if err != nil {
 		return res, abort(ctx, gen, err)
 	}
+	build := st.Generation(gen)
 	if err := r.verify(ctx, st, build, before, gen); err != nil {
 		return res, abort(ctx, gen, err)
 	}
@@ -238,34 +283,182 @@ func (r *Rebuild) lock(ctx context.Context, st *store.Store, token string) error
 	}
 }
 
-// build replays the topics into generation gen (build): the plan is read
-// after BeginBuild, so whatever live consumption applied without writing
-// the new generation is below its end offsets; batches end at the live
-// group's committed offsets, so that the stream time marks live
-// consumption resumes from are exact there too.
-func (r *Rebuild) build(ctx context.Context, build *store.Store, gen int) (Result, []Range, *consumer.RankingSink, error) {
-	r.Logger.Info("replay started", "generation", gen, "boards", strings.Join(r.Boards, ","), "topics", strings.Join(r.Replay.Topics, ","))
-	ranges, err := Plan(ctx, r.Replay)
-	if err != nil {
-		return Result{}, nil, nil, err
-	}
-	if lags, err := r.groupLags(ctx); err != nil {
-		r.Logger.Warn("reading the live group's committed offsets failed; replaying without splitting there", "err", err)
-	} else {
-		SplitAtCommitted(ranges, lags)
-	}
-	sink, err := consumer.NewRankingSink(r.Schemas, r.Router, build, r.sinkOptions()...)
-	if err != nil {
-		return Result{}, nil, nil, err
-	}
+// buildGen replays the topics into a new generation, deciding what it can
+// in memory first (buildDecided), and returns the generation (0: none
+// started), the ranges replayed and the sink.
+func (r *Rebuild) buildGen(ctx context.Context, st *store.Store, token string, prog *tracker) (Result, int, []Range, *consumer.RankingSink, error) {
+	r.Logger.Info("replay started", "boards", strings.Join(r.Boards, ","), "topics", strings.Join(r.Replay.Topics, ","))
+	var sink *consumer.RankingSink
+	cfg := r.Replay
 	if r.DeadLetterTopic != "" {
 		dlq := consumer.NewDeadLetterWriter(consumer.Config{Brokers: r.Replay.Brokers, Dialer: r.Replay.Dialer,
 			DeadLetterTopic: r.DeadLetterTopic, DeadLetterMaxBytes: consumer.DefaultDeadLetterMaxBytes})
 		defer dlq.Close()
-		r.Replay.DeadLetters = dlq.Write
+		cfg.DeadLetters = dlq.Write
 	}
-	res, err := r.replay(ctx, ranges, sink)
-	return res, ranges, sink, err
+	began := time.Now()
+	first, err := r.planFirst(ctx, st)
+	if err != nil {
+		return Result{}, 0, nil, nil, err
+	}
+	if first != nil {
+		gen, err := st.ReserveBuild(ctx, token, r.Boards) // listed to drop until it is built
+		if err != nil {
+			return Result{}, 0, nil, nil, err
+		}
+		if sink, err = r.newSink(st.Generation(gen)); err != nil {
+			return Result{}, gen, nil, nil, err
+		}
+		res, ranges, err := r.buildDecided(ctx, st, token, gen, first, cfg, sink, prog)
+		res.ReplayTime = time.Since(began)
+		if err == nil || !errors.Is(err, errStartOver) || context.Cause(ctx) != nil {
+			r.Observer.Replayed(err)
+			return res, gen, ranges, sink, err
+		}
+		r.Logger.Warn("replaying with the dedupe in redis from the start, in another generation (the one begun is deleted by the next replay)",
+			"generation", gen, "err", err)
+		prog.reset()
+	}
+	gen, _, err := st.BeginBuild(ctx, token, r.Boards) // a dead rebuild's build is listed to drop in the gens hash
+	if err != nil {
+		return Result{}, 0, nil, nil, err
+	}
+	build := st.Generation(gen)
+	if sink == nil {
+		if sink, err = r.newSink(build); err != nil {
+			return Result{}, gen, nil, nil, err
+		}
+	} else {
+		sink.Retarget(r.sinkTo(build))
+	}
+	ranges, err := Plan(ctx, r.Replay)
+	if err != nil {
+		return Result{}, gen, nil, nil, err
+	}
+	r.splitAtCommitted(ctx, ranges)
+	prog.planned(ranges, true)
+	res, err := r.replayInto(ctx, cfg, ranges, sink, prog)
+	res.ReplayTime = time.Since(began)
+	r.Observer.Replayed(err)
+	return res, gen, ranges, sink, err
+}
+
+// errStartOver marks what makes buildDecided's generation unusable, but
+// not the rebuild: an Apply or RegisterIDs error while deciding.
+var errStartOver = errors.New("deciding in memory failed")
+
+// planFirst returns the ranges a rebuild decides in memory: below the live
+// group's committed offsets (where live consumption wrote the dead
+// letters), or the whole log when there is no group; nil when it cannot
+// decide (a cluster, DecideMax).
+func (r *Rebuild) planFirst(ctx context.Context, st *store.Store) ([]Range, error) {
+	limit := r.DecideMax
+	if limit == 0 {
+		limit = DefaultDecideMax
+	}
+	if limit < 0 || !st.CanDecide() {
+		return nil, nil
+	}
+	first, err := Plan(ctx, r.Replay)
+	if err != nil {
+		return nil, err
+	}
+	r.splitAtCommitted(ctx, first)
+	var total int64
+	for i := range first {
+		cut := min(first[i].End, first[i].DeadFrom)
+		first[i].End, first[i].DeadFrom, first[i].From = cut, cut, min(first[i].From, cut)
+		total += first[i].Total()
+	}
+	if total > int64(limit) {
+		r.Logger.Info("too many messages to decide in memory: the dedupe in redis decides them all", "messages", total, "decide_max", limit)
+		return nil, nil
+	}
+	return first, nil
+}
+
+// buildDecided replays first into the reserved generation gen with a
+// Decider, holds the IDs it applied (RegisterIDs), begins the build and
+// replays the rest of the log, from the end of first to the end read now,
+// with the dedupe in Redis. It returns the whole ranges replayed.
+func (r *Rebuild) buildDecided(ctx context.Context, st *store.Store, token string, gen int, first []Range, cfg Config,
+	sink *consumer.RankingSink, prog *tracker) (Result, []Range, error) {
+	prog.planned(first, true)
+	d := consumer.NewDecider()
+	sink.Decide(d)
+	dcfg := cfg
+	dcfg.NoRetry, dcfg.DeadLetters = true, nil // below DeadFrom: none to write
+	began := time.Now()
+	res, err := r.replayInto(ctx, dcfg, first, sink, prog)
+	sink.Decide(nil)
+	if err != nil {
+		if errors.Is(err, ErrNotRetried) {
+			err = fmt.Errorf("%w: %w", errStartOver, err)
+		}
+		return res, nil, err
+	}
+	held, err := d.Held()
+	if err != nil {
+		return res, nil, fmt.Errorf("%w: %w", errStartOver, err)
+	}
+	n, err := st.Generation(gen).RegisterIDs(ctx, held)
+	if err != nil {
+		return res, nil, fmt.Errorf("%w: %w", errStartOver, err)
+	}
+	res.Decided = res.Stats.Messages
+	r.Logger.Info("replayed below the live group's committed offsets, deciding duplicates in memory", "generation", gen,
+		"messages", res.Stats.Messages, "ids_held", n, "duplicates", res.Duplicates, "took", time.Since(began).Round(time.Millisecond))
+	if _, err := st.BeginReservedBuild(ctx, token, gen, r.Boards); err != nil {
+		return res, nil, err
+	}
+	rest, err := Plan(ctx, r.Replay) // after the build began: see Plan
+	if err != nil {
+		return res, nil, err
+	}
+	r.splitAtCommitted(ctx, rest)
+	ranges := slices.Clone(rest)
+	for i := range rest {
+		for _, f := range first {
+			if f.Topic == rest[i].Topic && f.Partition == rest[i].Partition {
+				rest[i].First = max(rest[i].First, f.End)
+				rest[i].From = max(rest[i].From, rest[i].First)
+				ranges[i].First, ranges[i].From = f.First, min(ranges[i].From, f.From)
+			}
+		}
+	}
+	prog.planned(ranges, false)
+	more, err := r.replayInto(ctx, cfg, rest, sink, prog)
+	res.Stats.Messages += more.Stats.Messages
+	res.Stats.Observed += more.Stats.Observed
+	for reason, n := range more.Stats.DeadLetters {
+		res.Stats.DeadLetters[reason] += n
+	}
+	res.Applied, res.Duplicates = sink.Counts()
+	return res, ranges, err
+}
+
+// newSink returns the replay's sink into a generation's store.
+func (r *Rebuild) newSink(build *store.Store) (*consumer.RankingSink, error) {
+	return consumer.NewRankingSink(r.Schemas, r.Router, r.sinkTo(build), r.sinkOptions()...)
+}
+
+func (r *Rebuild) sinkTo(build *store.Store) consumer.Store {
+	if r.sinkStore != nil {
+		return r.sinkStore(build)
+	}
+	return build
+}
+
+// splitAtCommitted splits ranges at the live group's committed offsets
+// (SplitAtCommitted); when they cannot be read, it leaves ranges whole
+// (and warns).
+func (r *Rebuild) splitAtCommitted(ctx context.Context, ranges []Range) {
+	lags, err := r.groupLags(ctx)
+	if err != nil {
+		r.Logger.Warn("reading the live group's committed offsets failed; replaying without splitting there", "err", err)
+		return
+	}
+	SplitAtCommitted(ranges, lags)
 }
 
 // verify rolls the new generation's rolling boards up to the coming period
@@ -409,34 +602,83 @@ func abort(ctx context.Context, gen int, err error) error {
 	return fmt.Errorf("replay stopped before the switch (the active generation is unchanged; generation %d is partial and the next replay deletes it): %w", gen, err)
 }
 
-// replay runs Replay with the observer and the progress gauges.
-func (r *Rebuild) replay(ctx context.Context, ranges []Range, sink *consumer.RankingSink) (Result, error) {
-	done := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "rankd", Subsystem: "replay", Name: "messages_done",
-		Help: "Messages replayed so far, per topic."}, []string{"topic"})
-	total := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "rankd", Subsystem: "replay", Name: "messages_planned",
-		Help: "Messages the replay reads, per topic: what messages_done counts up to."}, []string{"topic"})
-	if err := errors.Join(r.Registry.Register(done), r.Registry.Register(total)); err != nil {
-		return Result{}, fmt.Errorf("replay metrics: %w", err)
+// tracker follows the runs of one rebuild: the progress gauges and the
+// observer, with per-topic counts that go on from one run to the next.
+type tracker struct {
+	obs         Observer
+	done, total *prometheus.GaugeVec
+	mu          sync.Mutex
+	base, cur   map[string]int64 // messages done by the earlier runs, and by this one
+}
+
+func (r *Rebuild) newTracker() (*tracker, error) {
+	t := &tracker{obs: r.Observer, base: map[string]int64{}, cur: map[string]int64{},
+		done: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "rankd", Subsystem: "replay", Name: "messages_done",
+			Help: "Messages replayed so far, per topic."}, []string{"topic"}),
+		total: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "rankd", Subsystem: "replay", Name: "messages_planned",
+			Help: "Messages the replay reads, per topic: what messages_done counts up to."}, []string{"topic"})}
+	if err := errors.Join(r.Registry.Register(t.done), r.Registry.Register(t.total)); err != nil {
+		return nil, fmt.Errorf("replay metrics: %w", err)
 	}
+	return t, nil
+}
+
+// planned sets the totals to ranges' and tells the observer: Planned the
+// first time, Replanned (if it has it) after.
+func (t *tracker) planned(ranges []Range, first bool) {
 	totals := map[string]int64{}
 	for _, pr := range ranges {
 		totals[pr.Topic] += pr.Total()
 	}
-	for t, n := range totals {
-		total.WithLabelValues(t).Set(float64(n))
-		done.WithLabelValues(t).Set(0)
+	t.mu.Lock()
+	for tp, n := range totals {
+		t.total.WithLabelValues(tp).Set(float64(n))
+		t.done.WithLabelValues(tp).Set(float64(t.base[tp]))
 	}
-	r.Observer.Planned(ranges)
-	rc := r.Replay
-	rc.Progress = func(topic string, n int64) {
-		done.WithLabelValues(topic).Set(float64(n))
-		r.Observer.Progress(topic, n)
+	t.mu.Unlock()
+	if first {
+		t.obs.Planned(ranges)
+	} else if rp, ok := t.obs.(Replanner); ok {
+		rp.Replanned(ranges)
 	}
-	began := time.Now()
-	stats, err := Run(ctx, rc, ranges, sink)
-	res := Result{Stats: stats, ReplayTime: time.Since(began)}
+}
+
+// progress records that the current run did n messages of topic.
+func (t *tracker) progress(topic string, n int64) {
+	t.mu.Lock()
+	t.cur[topic] = n
+	n += t.base[topic]
+	t.done.WithLabelValues(topic).Set(float64(n))
+	t.mu.Unlock()
+	t.obs.Progress(topic, n)
+}
+
+// endRun adds the current run's counts to the earlier runs'.
+func (t *tracker) endRun() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for tp, n := range t.cur {
+		t.base[tp] += n
+	}
+	clear(t.cur)
+}
+
+// reset forgets every run: the rebuild starts over.
+func (t *tracker) reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	clear(t.base)
+	clear(t.cur)
+	t.done.Reset()
+}
+
+// replayInto runs Replay of ranges into sink with cfg, following it with t.
+func (r *Rebuild) replayInto(ctx context.Context, cfg Config, ranges []Range, sink *consumer.RankingSink, t *tracker) (Result, error) {
+	cfg.Progress = t.progress
+	stats, err := Run(ctx, cfg, ranges, sink)
+	t.endRun()
+	res := Result{Stats: stats}
 	res.Applied, res.Duplicates = sink.Counts()
-	r.Observer.Replayed(err)
 	return res, err
 }
 

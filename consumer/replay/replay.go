@@ -42,7 +42,14 @@ type Config struct {
 	// after their range's DeadFrom (see Range); an error is
 	// retried with the batch.
 	DeadLetters func(ctx context.Context, dead []consumer.DeadLetter) error
+	// NoRetry makes an Apply error end the replay (wrapped in
+	// ErrNotRetried) instead of being retried: a sink that decides which
+	// messages are new (consumer.Decider) cannot apply a batch twice.
+	NoRetry bool
 }
+
+// ErrNotRetried wraps the Apply error that ended a Config.NoRetry replay.
+var ErrNotRetried = errors.New("replay: apply failed (not retried)")
 
 func (c Config) withDefaults() Config {
 	if c.BatchCount <= 0 {
@@ -348,6 +355,9 @@ func applyReplayBatch(ctx context.Context, cfg Config, sink Sink, batch []kafka.
 			if err == nil {
 				report(int64(len(batch)), 0, dead)
 				return nil
+			}
+			if cfg.NoRetry && ctx.Err() == nil {
+				return fmt.Errorf("%w: %w", ErrNotRetried, err)
 			}
 		}
 		if ctx.Err() != nil {

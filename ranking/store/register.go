@@ -29,6 +29,10 @@ const (
 	registerPipeline = 8
 )
 
+// CanDecide reports whether a replay may decide which messages are new
+// (Event.Decided) and hold them with RegisterIDs: not on a cluster.
+func (s *Store) CanDecide() bool { return !s.cluster }
+
 // RegisterIDs holds ids in this generation's dedupe as Apply would have
 // held them had their events not been Decided, so that a later delivery
 // of one (live consumption writing the generation once it is built, or

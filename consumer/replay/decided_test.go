@@ -1,0 +1,193 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rankd/rankd/consumer"
+	"github.com/rankd/rankd/internal/testenv"
+	"github.com/rankd/rankd/internal/testenv/world"
+	"github.com/rankd/rankd/ranking"
+	"github.com/rankd/rankd/ranking/store"
+)
+
+// hookObserver runs planned when the rebuild planned (before its
+// generation takes writes) and replanned when it planned the rest (the
+// build began: live consumption writes it too).
+type hookObserver struct {
+	noObserver
+	planned, replanned func()
+	replans            int
+}
+
+func (o *hookObserver) Planned([]Range) {
+	if o.planned != nil {
+		o.planned()
+	}
+}
+
+func (o *hookObserver) Replanned([]Range) {
+	o.replans++
+	if o.replanned != nil {
+		o.replanned()
+	}
+}
+
+// redelivered returns copies of every step-th message of msgs, with the
+// key of another message (so another partition, mostly): the same ID and
+// payload delivered again.
+func redelivered(msgs []world.Msg, step int) []world.Msg {
+	var out []world.Msg
+	for i := 0; i+step < len(msgs); i += step {
+		m := msgs[i]
+		m.Key = msgs[i+step/2].Key
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestRebuildDecided: live consumption applies and commits the first part
+// of the log, and keeps consuming while the rebuild runs. The rebuild
+// decides duplicates in memory below the committed offsets (redeliveries
+// there in other partitions included), then begins the build; meanwhile
+// and afterwards live consumption receives redeliveries of those messages
+// (applied to the old generation only, before the build; to both after
+// it) and new messages. The new generation equals the oracle of the whole
+// log: every redelivery is a duplicate in it too.
+func TestRebuildDecided(t *testing.T) {
+	f := world.New(t, testenv.Redis(t), 3)
+	ctx := t.Context()
+	msgs := world.Workload(31, 1500, "dc")
+	head, tail := msgs[:900], msgs[900:]
+	head = append(head, redelivered(head, 29)...) // across partitions, inside the decided range
+	r := runConsumer(t, f, prometheus.NewRegistry())
+	w := f.NewWriter()
+	f.Produce(w, head)
+	f.WaitCommitted(time.Minute, r.stopped)
+
+	var boards []string
+	for _, b := range f.Cfg.Boards() {
+		boards = append(boards, b.Name)
+	}
+	obs := &hookObserver{
+		planned: func() { // after the cut: above it, consumed live into the old generation only
+			f.Produce(w, redelivered(head, 13))
+			f.WaitCommitted(time.Minute, r.stopped)
+		},
+		replanned: func() { // after the build began: consumed live into both generations
+			f.Produce(w, redelivered(head, 7))
+			f.Produce(w, tail)
+			f.WaitCommitted(time.Minute, r.stopped)
+		},
+	}
+	rb := &Rebuild{Replay: Config{Brokers: f.Broker.Addrs(), Topics: f.Topics, BatchCount: 61, Parallel: 3},
+		Schemas: f.Cfg.Schemas(), Router: f.Router, Boards: boards, Group: f.Group, DropAfter: 10 * time.Millisecond,
+		Logger: testLogger(t), SinkOptions: []consumer.Option{consumer.WithTopicMap(f.TopicMap)}, Observer: obs}
+	res, err := rb.Run(ctx, f.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if obs.replans != 1 || res.Decided != int64(len(head)) {
+		t.Fatalf("replanned %d times, %d messages decided in memory; want once, the %d below the committed offsets", obs.replans, res.Decided, len(head))
+	}
+	if _, err := f.Store.Generations(ctx); err != nil { // refresh the active generations
+		t.Fatal(err)
+	}
+	want := f.FromLog()
+	f.Compare(want.Oracle)
+	// Live consumption goes on into the new generation.
+	more := world.Workload(32, 200, "dd")
+	f.Produce(w, append(more, redelivered(msgs, 11)...))
+	f.WaitCommitted(time.Minute, r.stopped)
+	f.Compare(f.FromLog().Oracle)
+}
+
+// failingStore fails the first Apply of decided events after it applied
+// them, as a reply lost to a timeout would.
+type failingStore struct {
+	consumer.Store
+	mu     sync.Mutex
+	failed bool
+}
+
+func (s *failingStore) Apply(ctx context.Context, evs []store.Event, marks ...store.Mark) (res ranking.Result, err error) {
+	res, err = s.Store.Apply(ctx, evs, marks...)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil && !s.failed && len(evs) > 0 && evs[0].Decided {
+		s.failed = true
+		return res, errors.New("i/o timeout (injected, after the apply)")
+	}
+	return res, err
+}
+
+// TestRebuildDecidedStartsOver: an Apply error while deciding (here after
+// the writes: a lost reply) cannot be retried, since the batch would count
+// twice; the rebuild starts over with the dedupe in Redis in another
+// generation, and still equals the oracle; the generation begun is deleted.
+func TestRebuildDecidedStartsOver(t *testing.T) {
+	f := world.New(t, testenv.Redis(t), 3)
+	ctx := t.Context()
+	msgs := world.Workload(33, 700, "so")
+	f.Produce(f.NewWriter(), msgs)
+	var boards []string
+	for _, b := range f.Cfg.Boards() {
+		boards = append(boards, b.Name)
+	}
+	var logs strings.Builder
+	var fs *failingStore
+	rb := &Rebuild{Replay: Config{Brokers: f.Broker.Addrs(), Topics: f.Topics, BatchCount: 50, Parallel: 2},
+		Schemas: f.Cfg.Schemas(), Router: f.Router, Boards: boards, Group: f.Group, DropAfter: 10 * time.Millisecond,
+		Logger: textLogger(&logs), SinkOptions: []consumer.Option{consumer.WithTopicMap(f.TopicMap)}}
+	rb.sinkStore = func(st *store.Store) consumer.Store {
+		if fs == nil {
+			fs = &failingStore{Store: st}
+			return fs
+		}
+		return st
+	}
+	res, err := rb.Run(ctx, f.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs == nil || !fs.failed || res.Decided != 0 || res.Generation != 2 {
+		t.Fatalf("injected %v, %d decided, generation %d; want the failure, none decided, generation 2 (1 begun and given up)", fs != nil && fs.failed, res.Decided, res.Generation)
+	}
+	if got := logs.String(); !strings.Contains(got, "replaying with the dedupe in redis from the start") {
+		t.Errorf("no warning of the start over in the logs:\n%s", got)
+	}
+	if _, err := f.Store.Generations(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.Compare(f.FromLog().Oracle)
+	if keys := f.RDB.Keys(ctx, f.Prefix+":g1:*").Val(); len(keys) != 0 {
+		t.Errorf("%d keys of the generation given up left, e.g. %s", len(keys), keys[0])
+	}
+	if p, err := f.Store.PendingDrops(ctx); err != nil || len(p) != 0 {
+		t.Errorf("pending drops %v, %v; want none", p, err)
+	}
+}
+
+// textLogger logs at info level and above to b.
+func textLogger(b *strings.Builder) *slog.Logger {
+	return slog.New(slog.NewTextHandler(&lockedWriter{w: b}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// lockedWriter serializes the writes of concurrent loggers.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *strings.Builder
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
