@@ -74,7 +74,7 @@ func (e *env) replay(ctx context.Context) (*Replay, error) {
 		return nil, fmt.Errorf("the replay applied %d updates, want %d", res.Applied, e.expectTotal)
 	}
 	elapsed := obs.after.at.Sub(obs.before.at)
-	r := &Replay{Events: res.Stats.Messages, Seconds: round(elapsed.Seconds(), 2),
+	r := &Replay{Events: res.Stats.Messages, Seconds: round(elapsed.Seconds(), 2), Decided: res.Decided,
 		EventsPerSec: round(float64(res.Stats.Messages)/elapsed.Seconds(), 0)}
 	r.CPU = cpu(obs.before, obs.after, r.Events, res.Applied, elapsed)
 	r.Commands = obs.commands

@@ -173,6 +173,9 @@ type Replay struct {
 	Events       int64   `json:"events"`
 	Seconds      float64 `json:"seconds"` // of consumer.Replay: reading and applying
 	EventsPerSec float64 `json:"events_per_sec"`
+	// Decided is the events whose duplicates the replay decided in memory
+	// (below the rankd group's committed offsets: all of them here).
+	Decided int64 `json:"decided"`
 	// TotalSeconds is the whole replay: plan, replay, rollover, switch and
 	// the deletion of the old generation.
 	TotalSeconds float64 `json:"total_seconds"`
@@ -321,8 +324,8 @@ func (r *Result) WriteTable(w io.Writer) {
 			o.Members, o.Seconds, o.MembersPerSec, o.ReaderCalls, o.ReaderP50Ms, o.ReaderP99Ms, o.ReaderMaxMs, o.ReaderOver5ms, o.SlowestCallMs, o.SlowestCall, pct(o.StealPct))
 	}
 	if p := r.Replay; p != nil {
-		fmt.Fprintf(w, "replay: %d events into a new generation at %.0f events/s (%.2fs reading and applying, %.2fs in all with rollover, switch and deletion of the old generation)\n",
-			p.Events, p.EventsPerSec, p.Seconds, p.TotalSeconds)
+		fmt.Fprintf(w, "replay: %d events into a new generation at %.0f events/s (%.2fs reading and applying, %.2fs in all with rollover, switch and deletion of the old generation); %d decided in memory\n",
+			p.Events, p.EventsPerSec, p.Seconds, p.TotalSeconds, p.Decided)
 	}
 	if mm := r.Memory; mm != nil {
 		fmt.Fprintf(w, "memory: %.1f bytes per board member (%d members in %d sorted sets, %s), %.1f bytes per message ID held (%d IDs in %d keys, %s; %.1f with allocator overhead), %s after the rankd drain (%.0f bytes per event)\n",
