@@ -17,7 +17,12 @@ import (
 // decide, and an Apply of a deciding sink is not retried: a decided event
 // applied twice would count twice, so an error ends the deciding (the
 // caller starts over). It keeps about 40 bytes per message ID.
+//
+// With a Folder, the updates of the boards it can fold are applied in
+// memory (store.Folder) rather than by the store, which writes them at the
+// end.
 type Decider struct {
+	fold     Folder
 	mu       sync.Mutex
 	claims   map[store.IDKey]*claimBatch // the batch that applies the ID
 	verdicts map[store.IDKey][]ranking.Status
@@ -31,9 +36,15 @@ type claimBatch struct {
 	failed bool
 }
 
-// NewDecider returns an empty Decider.
-func NewDecider() *Decider {
-	return &Decider{claims: map[store.IDKey]*claimBatch{}, verdicts: map[store.IDKey][]ranking.Status{}}
+// Folder is what a Decider folds updates with: store.Folder.
+type Folder interface {
+	Foldable(board string) bool
+	Fold(ups []ranking.Update, out []ranking.Status) error
+}
+
+// NewDecider returns an empty Decider folding with f (nil: none).
+func NewDecider(f Folder) *Decider {
+	return &Decider{fold: f, claims: map[store.IDKey]*claimBatch{}, verdicts: map[store.IDKey][]ranking.Status{}}
 }
 
 // Len returns the number of IDs claimed.

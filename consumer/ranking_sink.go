@@ -394,6 +394,7 @@ func (s *RankingSink) Decide(d *Decider) { s.decider.Store(d) }
 // delivery's late or out-of-range verdict repeated), once the batch with
 // the first delivery has applied. A batch resolves its own messages before
 // it waits for others', so batches waiting for each other cannot block.
+// The updates of boards d folds go to its Folder instead of the store.
 func (s *RankingSink) applyDecided(ctx context.Context, d *Decider, p *batchPlan) (ranking.Result, error) {
 	type later struct {
 		key    store.IDKey
@@ -405,6 +406,8 @@ func (s *RankingSink) applyDecided(ctx context.Context, d *Decider, p *batchPlan
 		laters []later
 		keys   []store.IDKey
 		mine   []int // the messages this batch applies
+		folds  []int // the updates of theirs that d folds
+		sent   []int // the others, in the order of evs
 	)
 	evs := make([]store.Event, 0, len(p.evs))
 	for i := range p.msgs {
@@ -418,24 +421,56 @@ func (s *RankingSink) applyDecided(ctx context.Context, d *Decider, p *batchPlan
 			continue
 		}
 		keys, mine = append(keys, key), append(mine, i)
-		evs = append(evs, store.Event{ID: mp.ev.ID, Updates: p.ups[mp.lo:mp.hi:mp.hi], Decided: true})
+		ups := p.ups[mp.lo:mp.hi:mp.hi]
+		if d.fold != nil {
+			// the updates the folder takes leave the event; the others stay
+			// one event, in order
+			var rest []ranking.Update
+			for k := mp.lo; k < mp.hi; k++ {
+				if d.fold.Foldable(p.ups[k].Board) {
+					folds = append(folds, k)
+				} else {
+					rest = append(rest, p.ups[k])
+					sent = append(sent, k)
+				}
+			}
+			if len(rest) == 0 {
+				continue
+			}
+			ups = rest
+		} else {
+			for k := mp.lo; k < mp.hi; k++ {
+				sent = append(sent, k)
+			}
+		}
+		evs = append(evs, store.Event{ID: mp.ev.ID, Updates: ups, Decided: true})
 	}
 	r, err := s.store.Apply(ctx, evs, p.marks...)
+	if err == nil && len(folds) > 0 {
+		ups, out := make([]ranking.Update, len(folds)), make([]ranking.Status, len(folds))
+		for j, k := range folds {
+			ups[j] = p.ups[k]
+		}
+		if err = d.fold.Fold(ups, out); err == nil {
+			r.Status = append(r.Status, out...)
+			r.Repeated = append(r.Repeated, make([]bool, len(out))...)
+			sent = append(sent, folds...)
+		}
+	}
 	if err != nil {
 		d.fail(batch, err)
 		return r, err
 	}
 	res := ranking.Result{Status: make([]ranking.Status, len(p.ups)), Repeated: make([]bool, len(p.ups))}
+	for j, k := range sent {
+		res.Status[k] = r.Status[j]
+	}
 	verdicts := make([][]ranking.Status, len(mine))
-	k := 0
 	for j, i := range mine {
 		mp := &p.msgs[i]
-		got := r.Status[k : k+mp.hi-mp.lo]
-		copy(res.Status[mp.lo:mp.hi], got)
-		if slices.ContainsFunc(got, func(st ranking.Status) bool { return st != ranking.StatusApplied }) {
+		if got := res.Status[mp.lo:mp.hi]; slices.ContainsFunc(got, func(st ranking.Status) bool { return st != ranking.StatusApplied }) {
 			verdicts[j] = slices.Clone(got)
 		}
-		k += mp.hi - mp.lo
 	}
 	d.resolve(batch, keys, verdicts)
 	for _, l := range laters {

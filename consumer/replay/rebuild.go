@@ -384,7 +384,8 @@ func (r *Rebuild) planFirst(ctx context.Context, st *store.Store) ([]Range, erro
 func (r *Rebuild) buildDecided(ctx context.Context, st *store.Store, token string, gen int, first []Range, cfg Config,
 	sink *consumer.RankingSink, prog *tracker) (Result, []Range, error) {
 	prog.planned(first, true)
-	d := consumer.NewDecider()
+	folder := st.Generation(gen).NewFolder()
+	d := consumer.NewDecider(folder)
 	sink.Decide(d)
 	dcfg := cfg
 	dcfg.NoRetry, dcfg.DeadLetters = true, nil // below DeadFrom: none to write
@@ -401,13 +402,17 @@ func (r *Rebuild) buildDecided(ctx context.Context, st *store.Store, token strin
 	if err != nil {
 		return res, nil, fmt.Errorf("%w: %w", errStartOver, err)
 	}
+	folded, err := folder.Flush(ctx)
+	if err != nil {
+		return res, nil, fmt.Errorf("%w: %w", errStartOver, err)
+	}
 	n, err := st.Generation(gen).RegisterIDs(ctx, held)
 	if err != nil {
 		return res, nil, fmt.Errorf("%w: %w", errStartOver, err)
 	}
 	res.Decided = res.Stats.Messages
 	r.Logger.Info("replayed below the live group's committed offsets, deciding duplicates in memory", "generation", gen,
-		"messages", res.Stats.Messages, "ids_held", n, "duplicates", res.Duplicates, "took", time.Since(began).Round(time.Millisecond))
+		"messages", res.Stats.Messages, "ids_held", n, "members_folded", folded, "duplicates", res.Duplicates, "took", time.Since(began).Round(time.Millisecond))
 	if _, err := st.BeginReservedBuild(ctx, token, gen, r.Boards); err != nil {
 		return res, nil, err
 	}

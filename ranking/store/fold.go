@@ -1,0 +1,241 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rankd/rankd/ranking"
+	"github.com/redis/go-redis/v9"
+)
+
+// Folder applies the updates of the boards it can fold (Foldable: sums
+// over a total or periodic window, without keep_top or base) in memory,
+// with the verdicts apply.lua would give them one by one in the order
+// given, and then writes the final state once (Flush): one ZADD per period
+// key for all its members, with the counts, stream times, expiries and
+// dims registry the script would have left, and no script or read. Only a
+// replay may fold, into a generation no one else writes yet
+// (ReserveBuild), whose keys start empty, on a standalone Redis.
+type Folder struct {
+	s       *Store
+	mu      sync.Mutex
+	streams map[string]*foldStream // by tag
+	order   []*foldStream
+}
+
+// foldStream is one board+dims stream of a Folder.
+type foldStream struct {
+	st      *boardState
+	board   string
+	tag     string
+	stMs    int64 // the latest event time of its updates that were not late (ms)
+	hasST   bool
+	periods map[int64]*foldPeriod // by period start (ms)
+	order   []*foldPeriod
+}
+
+// foldPeriod is one period key of a stream.
+type foldPeriod struct {
+	p       ranking.Period
+	members map[string]*foldMember
+	applied int64 // updates applied: the standings' event count
+}
+
+// foldMember is one member's value and latest tie (floor(ms / tie unit))
+// of its applied updates.
+type foldMember struct{ v, q int64 }
+
+// NewFolder returns an empty Folder of this generation's store.
+func (s *Store) NewFolder() *Folder {
+	return &Folder{s: s, streams: map[string]*foldStream{}}
+}
+
+// Foldable reports whether the updates of board can be folded.
+func (f *Folder) Foldable(board string) bool {
+	st := f.s.boards[board]
+	return st != nil && !f.s.cluster && st.fast && st.b.Window != ranking.WindowRolling
+}
+
+// Fold applies ups, all of Foldable boards, in order, and writes their
+// statuses to out (applied, late or out of range; they are new: the
+// caller decided). It is safe for concurrent use.
+func (f *Folder) Fold(ups []ranking.Update, out []ranking.Status) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range ups {
+		u := &ups[i]
+		st, err := f.s.board(u.Board)
+		if err != nil {
+			return err
+		}
+		if !f.Foldable(u.Board) {
+			return fmt.Errorf("store: board %q cannot be folded", u.Board)
+		}
+		if len(u.Dims) != len(st.b.Dims) {
+			return fmt.Errorf("board %q: %d dims values, want %d", u.Board, len(u.Dims), len(st.b.Dims))
+		}
+		p := st.cal.At(u.Time)
+		if st.late(p, u.StreamTime) {
+			out[i] = ranking.StatusLate
+			continue
+		}
+		tag := st.tag
+		if len(u.Dims) > 0 {
+			tag = Tag(u.Board, u.Dims)
+		}
+		fs := f.streams[tag]
+		if fs == nil {
+			fs = &foldStream{st: st, board: u.Board, tag: tag, periods: map[int64]*foldPeriod{}}
+			f.streams[tag] = fs
+			f.order = append(f.order, fs)
+		}
+		t := u.Time.UnixMilli()
+		if !fs.hasST || t > fs.stMs {
+			fs.stMs, fs.hasST = t, true
+		}
+		q := ranking.FloorDiv(t, st.unitMs)
+		if st.b.Window == ranking.WindowTotal && st.tieMode != luaTieNone {
+			if off := q - ranking.FloorDiv(st.epochMs, st.unitMs); off < 0 || off > st.codec.MaxTie() {
+				out[i] = ranking.StatusOutOfRange
+				continue
+			}
+		}
+		ms := p.Start.UnixMilli()
+		fp := fs.periods[ms]
+		if fp == nil {
+			fp = &foldPeriod{p: p, members: map[string]*foldMember{}}
+			fs.periods[ms] = fp
+			fs.order = append(fs.order, fp)
+		}
+		m := fp.members[u.Member]
+		// |old| <= hi: a value beyond 2*hi leaves the range whatever the
+		// old one (and old + value cannot overflow below that)
+		if u.Value > 2*st.hi || u.Value < 2*st.lo {
+			out[i] = ranking.StatusOutOfRange
+			continue
+		}
+		nv := u.Value
+		if m != nil {
+			nv += m.v
+		}
+		if nv > st.hi || nv < st.lo {
+			out[i] = ranking.StatusOutOfRange
+			continue
+		}
+		if m == nil {
+			fp.members[u.Member] = &foldMember{v: nv, q: q}
+		} else {
+			m.v = nv
+			m.q = max(m.q, q)
+		}
+		fp.applied++
+		out[i] = ranking.StatusApplied
+	}
+	return nil
+}
+
+// foldFlushCmds is how many commands one pipeline of Flush holds, and
+// foldZAddMembers the most members of one ZADD (about 1 ms of Redis).
+const (
+	foldFlushCmds   = 256
+	foldZAddMembers = 1000
+)
+
+// Flush writes what was folded: per period key one ZADD of its members
+// (in slices of foldZAddMembers), its expiry and event count, per stream
+// its stream time (meta) and per board the dims registry, as apply.lua
+// would have left them (the expiries count from the stream time at the
+// end of the fold). It returns the members written.
+func (f *Folder) Flush(ctx context.Context) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.s
+	pipe := s.rdb.Pipeline()
+	n, members := 0, 0
+	exec := func(force bool) error {
+		if n == 0 || (!force && n < foldFlushCmds) {
+			return nil
+		}
+		cmds, err := pipe.Exec(ctx)
+		for _, c := range cmds {
+			if c.Err() != nil {
+				return fmt.Errorf("writing folded boards: %w", c.Err())
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("writing folded boards: %w", err)
+		}
+		n = 0
+		return nil
+	}
+	tags := map[string][]any{}
+	for _, fs := range f.order {
+		st := fs.st
+		minTTL := max(st.graceMs, luaMinTTLMs)
+		counts := Key(s.prefix, fs.tag, KindCount, "")
+		counted := false
+		for _, fp := range fs.order {
+			if len(fp.members) == 0 {
+				continue // every update left the range: no key, as in the script
+			}
+			key, field, tbase := Key(s.prefix, fs.tag, KindPeriod, fp.p.ID), fp.p.ID, ranking.FloorDiv(fp.p.Start.UnixMilli(), st.unitMs)
+			if st.b.Window == ranking.WindowTotal {
+				key, field, tbase = Key(s.prefix, fs.tag, KindTotal, PeriodAll), PeriodAll, ranking.FloorDiv(st.epochMs, st.unitMs)
+			}
+			zs := make([]redis.Z, 0, min(len(fp.members), foldZAddMembers))
+			for member, m := range fp.members {
+				score, err := st.codec.Encode(m.v, m.q-tbase)
+				if err != nil {
+					return members, fmt.Errorf("writing folded boards: %s %q: %w", key, member, err)
+				}
+				zs = append(zs, redis.Z{Score: score, Member: member})
+				if len(zs) == foldZAddMembers {
+					pipe.ZAdd(ctx, key, zs...)
+					members, n = members+len(zs), n+1
+					zs = zs[:0]
+					if err := exec(false); err != nil {
+						return members, err
+					}
+				}
+			}
+			if len(zs) > 0 {
+				pipe.ZAdd(ctx, key, zs...)
+				members, n = members+len(zs), n+1
+			}
+			if st.retMs > 0 && fs.hasST {
+				ttl := max(endMs(fp.p)+st.retMs-fs.stMs, minTTL)
+				pipe.PExpire(ctx, key, msDuration(ttl))
+				n++
+			}
+			pipe.HIncrBy(ctx, counts, field, fp.applied)
+			counted = true
+			n++
+			if err := exec(false); err != nil {
+				return members, err
+			}
+		}
+		if fs.hasST {
+			pipe.HSet(ctx, Key(s.prefix, fs.tag, KindMeta, ""), metaST, fs.stMs)
+			n++
+			if st.metaTTL > 0 {
+				pipe.PExpire(ctx, Key(s.prefix, fs.tag, KindMeta, ""), msDuration(st.metaTTL))
+				n++
+			}
+		}
+		if counted && st.metaTTL > 0 {
+			pipe.PExpire(ctx, counts, msDuration(st.metaTTL))
+			n++
+		}
+		tags[fs.board] = append(tags[fs.board], fs.tag)
+	}
+	for board, ts := range tags {
+		pipe.SAdd(ctx, s.dimsKey(board), ts...)
+		n++
+	}
+	return members, exec(true)
+}
+
+// msDuration is ms milliseconds.
+func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
