@@ -59,6 +59,7 @@ Examples:
   rankd bench
   rankd bench --events 200000 --skip rollover,latency --json bench.json
   rankd bench --cpuprofile rankd.pprof     # then: go tool pprof -top rankd.pprof
+  rankd bench --events 500000 --skip naive,seed,latency,rollover,cost,reads --replay-cpuprofile replay.pprof
   rankd bench --events 200000 --skip naive,seed,replay,latency,rollover --reads-cpuprofile reads.pprof`
 
 // benchSpec is `rankd bench` (cmd_bench_nodev.go without dev tooling).
@@ -91,6 +92,7 @@ func benchFlags(fs *pflag.FlagSet, adjust func(*bench.Options)) cli.RunFunc {
 	skip := fs.String("skip", "", "comma-separated `phases` not to run: "+strings.Join(bench.Phases, ", "))
 	fs.StringVar(&o.JSON, "json", "", "write the results as JSON to `file`")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write the CPU profile of the rankd drain to `file`")
+	fs.StringVar(&o.ReplayCPUProfile, "replay-cpuprofile", "", "write the CPU profile of the replay to `file`")
 	fs.StringVar(&o.ReadsCPUProfile, "reads-cpuprofile", "", "write the CPU profile of rankd serving the reads phase's top-20 readers to `file`")
 	var lf cli.LogFlags
 	lf.Register(fs, "text", "warn")

@@ -124,6 +124,9 @@ type Options struct {
 	// CPUProfile, if set, is the file the CPU profile of the rankd drain
 	// is written to.
 	CPUProfile string
+	// ReplayCPUProfile, if set, is the file the CPU profile of the replay
+	// goes to.
+	ReplayCPUProfile string
 	// ReadsCPUProfile, if set, is the file the CPU profile of this
 	// process (rankd, the producer, the pollers) during the reads phase's
 	// top-20 run is written to.

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -116,17 +114,11 @@ func (e *env) drainRankd(ctx context.Context) (*Drain, error) {
 	}
 	lag := newLagWatch(e.brokers, rankdGroup)
 	defer lag.close()
-	if e.o.CPUProfile != "" {
-		f, err := os.Create(e.o.CPUProfile)
-		if err != nil {
-			return nil, fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return nil, fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile() // when failing early; a second stop does nothing
+	stopProfile, err := cpuProfile(e.o.CPUProfile)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
 	}
+	defer stopProfile() // when failing early
 	before, err := e.meter(ctx)
 	if err != nil {
 		return nil, err
@@ -138,7 +130,7 @@ func (e *env) drainRankd(ctx context.Context) (*Drain, error) {
 	e.prog.set("rankd drain", lag.progress(int64(e.o.Events)))
 	first, err := lag.wait(ctx, rs.done, int64(e.o.Events))
 	after, merr := e.meter(ctx)
-	pprof.StopCPUProfile()
+	stopProfile()
 	if serr := rs.stop(); err == nil {
 		err = serr
 	}

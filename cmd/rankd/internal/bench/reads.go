@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -243,17 +242,11 @@ func (e *env) readsRun(ctx context.Context, rs *runningStack, key, apiURL string
 			return nil, err
 		}
 	}
-	if profile != "" {
-		f, err := os.Create(profile)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return nil, err
-		}
-		defer pprof.StopCPUProfile() // when failing early; a second stop does nothing
+	stopProfile, err := cpuProfile(profile)
+	if err != nil {
+		return nil, err
 	}
+	defer stopProfile() // when failing early
 	lag := newLagWatch(e.brokers, readsGroup)
 	defer lag.close()
 	e.prog.set(fmt.Sprintf("reads: %s, %d clients, %.0f events/s", name, clients, e.o.ReadRate), nil)
@@ -282,7 +275,7 @@ func (e *env) readsRun(ctx context.Context, rs *runningStack, key, apiURL string
 		r.Errors = res.Errors + res.Requests - r.OK - r.Refused
 		r.LoadgenCPU = round((gen1-gen0).Seconds()/after.at.Sub(before.at).Seconds(), 2)
 	}
-	pprof.StopCPUProfile()
+	stopProfile()
 	if lags, err := consumer.GroupLag(ctx, lag.client, readsGroup, topics); err == nil {
 		for _, l := range lags {
 			r.LagAtEnd += l.Lag

@@ -60,7 +60,12 @@ func (e *env) replay(ctx context.Context) (*Replay, error) {
 		RolloverLead: cfg.Rollover.Lead, LockTTL: replayLockTTL,
 		Logger: e.o.Log, Observer: obs,
 	}
+	stopProfile, err := cpuProfile(e.o.ReplayCPUProfile)
+	if err != nil {
+		return nil, fmt.Errorf("--replay-cpuprofile: %w", err)
+	}
 	res, err := rb.Run(ctx, st)
+	stopProfile()
 	if err != nil {
 		return nil, err
 	}

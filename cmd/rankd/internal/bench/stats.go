@@ -3,9 +3,12 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -183,4 +186,27 @@ func (r stealReading) stealPct() float64 {
 		return -1
 	}
 	return round(100*float64(now.steal-r.steal)/float64(now.total-r.total), 1)
+}
+
+// cpuProfile starts a CPU profile into path (none when path is "") and
+// returns what stops it and closes the file; a second call does nothing.
+func cpuProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		})
+	}, nil
 }
