@@ -42,9 +42,11 @@ type Folder interface {
 	Fold(ups []ranking.Update, out []ranking.Status) error
 }
 
-// NewDecider returns an empty Decider folding with f (nil: none).
-func NewDecider(f Folder) *Decider {
-	return &Decider{fold: f, claims: map[store.IDKey]*claimBatch{}, verdicts: map[store.IDKey][]ranking.Status{}}
+// NewDecider returns an empty Decider folding with f (nil: none), with
+// room for about expect IDs (growing a map of millions costs more than
+// filling it).
+func NewDecider(f Folder, expect int) *Decider {
+	return &Decider{fold: f, claims: make(map[store.IDKey]*claimBatch, expect), verdicts: map[store.IDKey][]ranking.Status{}}
 }
 
 // Len returns the number of IDs claimed.

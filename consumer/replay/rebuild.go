@@ -385,7 +385,11 @@ func (r *Rebuild) buildDecided(ctx context.Context, st *store.Store, token strin
 	sink *consumer.RankingSink, prog *tracker) (Result, []Range, error) {
 	prog.planned(first, true)
 	folder := st.Generation(gen).NewFolder()
-	d := consumer.NewDecider(folder)
+	var expect int64
+	for _, f := range first {
+		expect += f.Total()
+	}
+	d := consumer.NewDecider(folder, int(expect))
 	sink.Decide(d)
 	dcfg := cfg
 	dcfg.NoRetry, dcfg.DeadLetters = true, nil // below DeadFrom: none to write

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ type Folder struct {
 	mu      sync.Mutex
 	streams map[string]*foldStream // by tag
 	order   []*foldStream
+	last    map[string]*foldStream // by board: the stream of its last update (a tag costs an allocation to build)
 }
 
 // foldStream is one board+dims stream of a Folder.
@@ -30,10 +32,12 @@ type foldStream struct {
 	st      *boardState
 	board   string
 	tag     string
+	dims    []string
 	stMs    int64 // the latest event time of its updates that were not late (ms)
 	hasST   bool
 	periods map[int64]*foldPeriod // by period start (ms)
 	order   []*foldPeriod
+	cur     *foldPeriod // the period of its last update
 }
 
 // foldPeriod is one period key of a stream.
@@ -49,7 +53,7 @@ type foldMember struct{ v, q int64 }
 
 // NewFolder returns an empty Folder of this generation's store.
 func (s *Store) NewFolder() *Folder {
-	return &Folder{s: s, streams: map[string]*foldStream{}}
+	return &Folder{s: s, streams: map[string]*foldStream{}, last: map[string]*foldStream{}}
 }
 
 // Foldable reports whether the updates of board can be folded.
@@ -76,21 +80,37 @@ func (f *Folder) Fold(ups []ranking.Update, out []ranking.Status) error {
 		if len(u.Dims) != len(st.b.Dims) {
 			return fmt.Errorf("board %q: %d dims values, want %d", u.Board, len(u.Dims), len(st.b.Dims))
 		}
-		p := st.cal.At(u.Time)
-		if st.late(p, u.StreamTime) {
+		fs := f.last[u.Board]
+		if fs == nil || !sameDims(fs.dims, u.Dims) {
+			tag := st.tag
+			if len(u.Dims) > 0 {
+				tag = Tag(u.Board, u.Dims)
+			}
+			if fs = f.streams[tag]; fs == nil {
+				fs = &foldStream{st: st, board: u.Board, tag: tag, dims: slices.Clone(u.Dims), periods: map[int64]*foldPeriod{}}
+				f.streams[tag] = fs
+			}
+			f.last[u.Board] = fs
+		}
+		fp := fs.cur
+		if fp == nil || u.Time.Before(fp.p.Start) || !u.Time.Before(fp.p.End) {
+			p := st.cal.At(u.Time)
+			if fp = fs.periods[p.Start.UnixMilli()]; fp == nil {
+				fp = &foldPeriod{p: p, members: map[string]*foldMember{}}
+			}
+		}
+		if st.late(fp.p, u.StreamTime) {
 			out[i] = ranking.StatusLate
 			continue
 		}
-		tag := st.tag
-		if len(u.Dims) > 0 {
-			tag = Tag(u.Board, u.Dims)
+		if len(fs.order) == 0 && !fs.hasST {
+			f.order = append(f.order, fs) // its first update that is not late
 		}
-		fs := f.streams[tag]
-		if fs == nil {
-			fs = &foldStream{st: st, board: u.Board, tag: tag, periods: map[int64]*foldPeriod{}}
-			f.streams[tag] = fs
-			f.order = append(f.order, fs)
+		if fs.periods[fp.p.Start.UnixMilli()] == nil {
+			fs.periods[fp.p.Start.UnixMilli()] = fp
+			fs.order = append(fs.order, fp)
 		}
+		fs.cur = fp
 		t := u.Time.UnixMilli()
 		if !fs.hasST || t > fs.stMs {
 			fs.stMs, fs.hasST = t, true
@@ -101,13 +121,6 @@ func (f *Folder) Fold(ups []ranking.Update, out []ranking.Status) error {
 				out[i] = ranking.StatusOutOfRange
 				continue
 			}
-		}
-		ms := p.Start.UnixMilli()
-		fp := fs.periods[ms]
-		if fp == nil {
-			fp = &foldPeriod{p: p, members: map[string]*foldMember{}}
-			fs.periods[ms] = fp
-			fs.order = append(fs.order, fp)
 		}
 		m := fp.members[u.Member]
 		// |old| <= hi: a value beyond 2*hi leaves the range whatever the
