@@ -244,7 +244,7 @@ var luaConsts = append(luaEnums(), []luaConst{
 	{"META_ST", metaST}, {"META_HEAD", metaHead}, {"META_ROLLED", metaRolled}, {"META_ROLL_K", metaRollK}, {"META_ROLL_CURSOR", metaRollCursor},
 	{"GENS_NEXT", gensNext}, {"GENS_LOCK", gensLock}, {"GENS_ACTIVE", gensActive}, {"GENS_BUILD", gensBuild}, {"GENS_DROP", gensDrop},
 	{"GENS_OP_READ", gensOpRead}, {"GENS_OP_LOCK", gensOpLock}, {"GENS_OP_RENEW", gensOpRenew}, {"GENS_OP_UNLOCK", gensOpUnlock},
-	{"REG_OP_OPEN", regOpOpen}, {"REG_OP_ADD", regOpAdd},
+	{"REG_OP_OPEN", regOpOpen}, {"REG_OP_COUNT", regOpCount},
 	{"GENS_OP_RESERVE", gensOpReserve}, {"GENS_OP_BUILD", gensOpBuild}, {"GENS_OP_SWITCH", gensOpSwitch}, {"GENS_OP_PENDING", gensOpPending}, {"GENS_OP_DROPPED", gensOpDropped},
 	{"HEADROOM", luaHeadroom}, {"MAX_UNPACK", luaMaxUnpack}, {"MIN_TTL_MS", luaMinTTLMs},
 	{"UPDATE_ARGS", len(updateFields)}, {"EVENT_ARGS", len(eventFields)},
@@ -370,20 +370,19 @@ func (e *eventArgs) add(args []any) []any { return append(args, &e.id, &e.n, &e.
 
 // The ops of register.lua.
 const (
-	regOpOpen = "open"
-	regOpAdd  = "add"
+	regOpOpen  = "open"
+	regOpCount = "count"
 )
 
-// registerArgs is the ARGV head of a register.lua call (Store.RegisterIDs)
-// on a generation's dedupe meta hash (KEYS); an add's groups of IDs and
-// verdicts follow it.
+// registerArgs is the ARGV of a register.lua call (Store.RegisterIDs) on a
+// generation's dedupe meta hash (KEYS).
 type registerArgs struct {
 	meta    string // <dedupe prefix>m
-	op      string // regOpOpen, regOpAdd
+	op      string // regOpOpen, regOpCount
 	dprefix string
 	dedupeArgs
-	n      int    // open: the IDs to hold, which a new bucket is sized for
-	bucket string // add: the bucket, incarnation and layer open gave
+	n      int    // open: the IDs to hold, which a new bucket is sized for; count: the IDs added
+	bucket string // count: the bucket, incarnation and layer open gave
 	inc    string
 	layer  string
 }

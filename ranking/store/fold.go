@@ -152,7 +152,7 @@ func (f *Folder) Fold(ups []ranking.Update, out []ranking.Status) error {
 // foldFlushCmds is how many commands one pipeline of Flush holds, and
 // foldZAddMembers the most members of one ZADD (about 1 ms of Redis).
 const (
-	foldFlushCmds   = 256
+	foldFlushCmds   = 4096
 	foldZAddMembers = 1000
 )
 

@@ -22,11 +22,11 @@ type HeldID struct {
 	Statuses []ranking.Status // nil: all applied
 }
 
-// registerCallIDs is the most IDs one register.lua add holds (a few ms of
-// Redis), and registerPipeline how many such calls go in one pipeline.
+// registerPipeline is how many commands one pipeline of RegisterIDs
+// holds, and registerVerdicts the most verdicts one HSET writes.
 const (
-	registerCallIDs  = 4000
-	registerPipeline = 8
+	registerPipeline = 4096
+	registerVerdicts = 1000
 )
 
 // CanDecide reports whether a replay may decide which messages are new
@@ -52,7 +52,7 @@ func (s *Store) RegisterIDs(ctx context.Context, ids []HeldID) (int, error) {
 	head := registerArgs{meta: prefix + ddMeta, op: regOpOpen, dprefix: prefix,
 		dedupeArgs: dedupeArgs{ttlMs: s.ttl.Milliseconds(), minSets: s.ddMinSets}, n: len(ids)}
 	for attempt := 1; ; attempt++ {
-		head.op = regOpOpen
+		head.op, head.n = regOpOpen, len(ids)
 		v, err := registerScript.Run(ctx, s.rdb, head.keys(), head.add(nil)...).Slice()
 		if err != nil {
 			return 0, fmt.Errorf("holding message IDs: %w", err)
@@ -60,20 +60,30 @@ func (s *Store) RegisterIDs(ctx context.Context, ids []HeldID) (int, error) {
 		if len(v) != 4 {
 			return 0, fmt.Errorf("holding message IDs: unexpected reply %v", v)
 		}
-		head.op = regOpAdd
-		head.bucket, head.inc = fmt.Sprint(v[0]), fmt.Sprint(v[1])
-		head.layer = fmt.Sprint(v[2])
+		head.bucket, head.inc, head.layer = fmt.Sprint(v[0]), fmt.Sprint(v[1]), fmt.Sprint(v[2])
 		bits, _ := v[3].(int64)
-		n, err := s.registerIn(ctx, head, ids, int(bits))
-		if err != nil && redis.HasErrorPrefix(err, "DDMOVED") && attempt < 3 {
-			continue // the bucket turned over: hold them all in the new one
+		added, err := s.registerIn(ctx, head, ids, int(bits))
+		if err != nil {
+			return 0, err
 		}
-		return n, err
+		head.op, head.n = regOpCount, added
+		err = registerScript.Run(ctx, s.rdb, head.keys(), head.add(nil)...).Err()
+		if err != nil && redis.HasErrorPrefix(err, "DDMOVED") && attempt < 3 {
+			continue // the bucket turned over twice meanwhile: hold them all in the current one
+		}
+		if err != nil {
+			return 0, fmt.Errorf("holding message IDs: %w", err)
+		}
+		return added, nil
 	}
 }
 
-// registerIn holds ids in the bucket and layer of head, whose sets are
-// picked by the last bits of the shard hash.
+// registerIn adds ids to the sets of the bucket, incarnation and layer of
+// head, picked by the last bits of their shard hash, with one SADD per set
+// for all its IDs, and their verdicts, in pipelines; it returns how many
+// it added. The keys are named as apply.lua's open() names them:
+// <dedupe prefix><bucket>.<incarnation>.<layer>:<set suffix>, and the
+// verdicts' hash <dedupe prefix><bucket>.<incarnation>.<ddVerdicts>.
 func (s *Store) registerIn(ctx context.Context, head registerArgs, ids []HeldID, bits int) (int, error) {
 	mask := uint32(1)<<bits - 1
 	// the IDs in the order of their sets (a counting sort)
@@ -91,62 +101,57 @@ func (s *Store) registerIn(ctx context.Context, head registerArgs, ids []HeldID,
 		order[at[set]] = i
 		at[set]++
 	}
-	if err := registerScript.Load(ctx, s.rdb).Err(); err != nil { // the adds are EVALSHA in a pipeline
-		return 0, fmt.Errorf("loading the register script: %w", err)
-	}
-	added := 0
-	var pending []*redis.Cmd
+	base := head.dprefix + head.bucket + "." + head.inc + "."
+	layer := base + head.layer + ":"
 	pipe := s.rdb.Pipeline()
+	var adds []*redis.IntCmd
+	added, queued := 0, 0
 	flush := func() error {
-		if len(pending) == 0 {
+		if queued == 0 {
 			return nil
 		}
-		_, _ = pipe.Exec(ctx)
-		for _, c := range pending {
-			n, err := c.Int()
-			if err != nil {
-				return fmt.Errorf("holding message IDs: %w", err)
+		cmds, err := pipe.Exec(ctx)
+		for _, c := range cmds {
+			if c.Err() != nil {
+				return fmt.Errorf("holding message IDs: %w", c.Err())
 			}
-			added += n
 		}
-		pending = pending[:0]
+		if err != nil {
+			return fmt.Errorf("holding message IDs: %w", err)
+		}
+		for _, c := range adds {
+			added += int(c.Val())
+		}
+		adds, queued = adds[:0], 0
 		return nil
 	}
-	for lo := 0; lo < len(order); {
-		hi := min(lo+registerCallIDs, len(order))
-		args := head.add(nil)
-		var verdicts []any
-		ngroups, groupsAt := 0, len(args)
-		args = append(args, 0) // the number of groups, set below
-		for i := lo; i < hi; {
-			set := ids[order[i]].Key.shard() & mask
-			j := i
-			for j < hi && ids[order[j]].Key.shard()&mask == set {
-				j++
+	var verdicts []any
+	for i := 0; i < len(order); {
+		set := ids[order[i]].Key.shard() & mask
+		j := i
+		fps := make([]any, 0, 16)
+		for ; j < len(order) && ids[order[j]].Key.shard()&mask == set; j++ {
+			id := &ids[order[j]]
+			fps = append(fps, id.Key.fp())
+			if id.Statuses != nil {
+				verdicts = append(verdicts, id.Key.fp(), verdictOf(id.Statuses))
 			}
-			args = append(args, setSuffix(set, bits), j-i)
-			for _, k := range order[i:j] {
-				fp := ids[k].Key.fp()
-				args = append(args, fp)
-				if st := ids[k].Statuses; st != nil {
-					verdicts = append(verdicts, fp, verdictOf(st))
-				}
-			}
-			ngroups++
-			i = j
 		}
-		args[groupsAt] = ngroups
-		args = append(append(args, len(verdicts)/2), verdicts...)
-		pending = append(pending, registerScript.EvalSha(ctx, pipe, head.keys(), args...))
-		if len(pending) == registerPipeline {
+		adds = append(adds, pipe.SAdd(ctx, layer+setSuffix(set, bits), fps...))
+		queued++
+		if len(verdicts) >= 2*registerVerdicts || j == len(order) && len(verdicts) > 0 {
+			pipe.HSet(ctx, base+ddVerdicts, verdicts...)
+			queued++
+			verdicts = nil
+		}
+		if queued >= registerPipeline {
 			if err := flush(); err != nil {
 				return added, err
 			}
 		}
-		lo = hi
+		i = j
 	}
-	err := flush()
-	return added, err
+	return added, flush()
 }
 
 // setSuffix renders set as the last bits binary digits of a shard hash,

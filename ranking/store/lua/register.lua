@@ -5,16 +5,16 @@
 -- verdict of each event not all applied.
 --
 -- KEYS[1]  meta: the dedupe meta hash of the generation
--- ARGV     registerArgs (contract.go), then for add: nGroups x (set
---          suffix, nIDs, nIDs x fingerprint), nVerdicts x (fingerprint,
---          verdict)
+-- ARGV     registerArgs (contract.go)
 -- open  -> {bucket, incarnation, layer, bits}: the current bucket (Redis'
 --          clock), made anew with enough sets for n IDs (DD_FILL a set,
 --          at least min) when it is new or holds no ID yet; bits is the
---          length of its last layer's set suffixes
--- add   -> the IDs added; error DDMOVED when the bucket is no longer the
---          current or the previous one (or was made anew): the caller
---          opens again
+--          length of its last layer's set suffixes. The caller then adds
+--          the IDs with plain SADDs to its sets and HSETs their verdicts
+--          (keys named as apply.lua names them: Store.registerIn)
+-- count -> n: counts the n IDs the caller added in the bucket's meta; error
+--          DDMOVED when the bucket is no longer the current or the
+--          previous one (or was made anew): the caller opens again
 local meta = KEYS[1]
 local R = {op = nx(), dprefix = nx(), ttl = nn(), min = nn(), n = nn(), bucket = nx(), inc = nx(), layer = nx()}
 local tm = call('TIME')
@@ -41,7 +41,7 @@ if R.op == REG_OP_OPEN then
   return {int(cur), inc, l, bits + (l - 1) * DD_GROWTH_BITS}
 end
 
--- add
+-- count: the caller added R.n IDs (plain SADDs into the bucket's sets)
 local d = call('HGET', meta, R.bucket)
 if not d or tonumber(R.bucket) < cur - 1 then
   return redis.error_reply('DDMOVED bucket ' .. R.bucket .. ' is no longer current')
@@ -50,19 +50,5 @@ local inc, s0, l, n, t = parse(d)
 if inc ~= R.inc or int(l) ~= R.layer then
   return redis.error_reply('DDMOVED bucket ' .. R.bucket .. ' was made anew')
 end
-local kb = R.dprefix .. R.bucket .. '.' .. inc .. '.'
-local lk = kb .. R.layer .. ':'
-local added = 0
-for _ = 1, nn() do
-  local suffix, c = nx(), nn()
-  added = added + call('SADD', lk .. suffix, unpack(A, pos, pos + c - 1))
-  pos = pos + c
-end
-local vs = {}
-for _ = 1, nn() do
-  vs[#vs + 1] = nx()
-  vs[#vs + 1] = nx()
-end
-many('HSET', kb .. DD_VERDICTS, vs)
-call('HSET', meta, R.bucket, inc .. ':' .. int(s0) .. ':' .. int(l) .. ':' .. int(n + added) .. ':' .. int(t + added))
-return added
+call('HSET', meta, R.bucket, inc .. ':' .. int(s0) .. ':' .. int(l) .. ':' .. int(n + R.n) .. ':' .. int(t + R.n))
+return R.n
