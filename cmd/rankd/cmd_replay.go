@@ -31,6 +31,12 @@ nothing live traffic applied is missing at the switch. Verdicts (late, out of
 range, duplicates) are a function of the log, so the rebuilt boards equal a
 recomputation from the log whatever the timing.
 
+Below the live group's committed offsets (all of the log if it committed
+nothing), the replay first writes its new generation alone, before live
+instances know of it: duplicates are decided in memory (--decide-max), the
+sum boards over total and periodic windows are folded in memory and
+written once, and the message IDs are then held in Redis in one pass.
+
 A replay that is interrupted or killed leaves the old generation active and
 untouched; run it again to start over (its partial generation is deleted).
 Two replays at once are refused: one lock, with a token, in Redis.
@@ -56,6 +62,7 @@ type replayFlags struct {
 	metrics   string
 	dropAfter time.Duration
 	keepOld   bool
+	decideMax int
 	lockTTL   time.Duration
 	lockWait  time.Duration
 }
@@ -77,6 +84,7 @@ func replayCmdFlags(fs *pflag.FlagSet) cli.RunFunc {
 	fs.StringVar(&f.metrics, "metrics", "", "serve replay metrics on this `address` at /metrics while it runs (e.g. :9101)")
 	fs.DurationVar(&f.dropAfter, "drop-after", 3*time.Second, "wait this long after the switch before deleting the old generation (readers and in-flight batches of live instances move over meanwhile); it is deleted twice, this far apart")
 	fs.BoolVar(&f.keepOld, "keep-old", false, "do not delete the old generation after the switch")
+	fs.IntVar(&f.decideMax, "decide-max", replay.DefaultDecideMax, "most `messages` below the live group's committed offsets whose duplicates are decided in memory (about 40 bytes each); more, or -1, and every message goes through the dedupe in Redis")
 	fs.DurationVar(&f.lockTTL, "lock-ttl", 30*time.Second, "TTL of the replay lock, renewed every sixth of it: a replay that dies stops the dual writes of live instances this long after")
 	fs.DurationVar(&f.lockWait, "lock-wait", 0, "wait up to this long for the lock of another replay (a killed one holds it until its TTL ends); 0: fail at once")
 	var lf cli.LogFlags
@@ -180,5 +188,6 @@ func (f *replayFlags) configure(rb *replay.Rebuild) error {
 	}
 	rc.BatchCount, rc.Parallel = f.batch, f.parallel
 	rb.LockTTL, rb.LockWait, rb.DropAfter, rb.KeepOld = f.lockTTL, f.lockWait, f.dropAfter, f.keepOld
+	rb.DecideMax = f.decideMax
 	return nil
 }

@@ -213,6 +213,7 @@ func WriteSummary(w io.Writer, res Result, d, waited time.Duration, dryRun bool,
 		fmt.Fprintf(w, "  board updates that would be applied %d, duplicate messages %d\n", res.Applied, res.Duplicates)
 	} else {
 		fmt.Fprintf(w, "  board updates applied %d, duplicate messages %d\n", res.Applied, res.Duplicates)
+		fmt.Fprintf(w, "  messages decided in memory %d (below the live group's committed offsets)\n", res.Decided)
 	}
 	var reasons []string
 	for reason := range st.DeadLetters {
