@@ -171,17 +171,8 @@ func (f *Folder) Flush(ctx context.Context) (int, error) {
 		if n == 0 || (!force && n < foldFlushCmds) {
 			return nil
 		}
-		cmds, err := pipe.Exec(ctx)
-		for _, c := range cmds {
-			if c.Err() != nil {
-				return fmt.Errorf("writing folded boards: %w", c.Err())
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("writing folded boards: %w", err)
-		}
 		n = 0
-		return nil
+		return execChecked(ctx, pipe, "writing folded boards")
 	}
 	tags := map[string][]any{}
 	for _, fs := range f.order {
@@ -252,3 +243,18 @@ func (f *Folder) Flush(ctx context.Context) (int, error) {
 
 // msDuration is ms milliseconds.
 func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+// execChecked runs pipe and returns the first error of the pipeline or of
+// one of its commands, naming what it was doing.
+func execChecked(ctx context.Context, pipe redis.Pipeliner, what string) error {
+	cmds, err := pipe.Exec(ctx)
+	for _, c := range cmds {
+		if c.Err() != nil {
+			return fmt.Errorf("%s: %w", what, c.Err())
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}

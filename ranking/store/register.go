@@ -110,14 +110,8 @@ func (s *Store) registerIn(ctx context.Context, head registerArgs, ids []HeldID,
 		if queued == 0 {
 			return nil
 		}
-		cmds, err := pipe.Exec(ctx)
-		for _, c := range cmds {
-			if c.Err() != nil {
-				return fmt.Errorf("holding message IDs: %w", c.Err())
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("holding message IDs: %w", err)
+		if err := execChecked(ctx, pipe, "holding message IDs"); err != nil {
+			return err
 		}
 		for _, c := range adds {
 			added += int(c.Val())
