@@ -141,7 +141,7 @@ func TestRebuildDecidedStartsOver(t *testing.T) {
 	for _, b := range f.Cfg.Boards() {
 		boards = append(boards, b.Name)
 	}
-	var logs strings.Builder
+	var logs syncBuilder
 	var fs *failingStore
 	rb := &Rebuild{Replay: Config{Brokers: f.Broker.Addrs(), Topics: f.Topics, BatchCount: 50, Parallel: 2},
 		Schemas: f.Cfg.Schemas(), Router: f.Router, Boards: boards, Group: f.Group, DropAfter: 10 * time.Millisecond,
@@ -176,18 +176,96 @@ func TestRebuildDecidedStartsOver(t *testing.T) {
 }
 
 // textLogger logs at info level and above to b.
-func textLogger(b *strings.Builder) *slog.Logger {
-	return slog.New(slog.NewTextHandler(&lockedWriter{w: b}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+func textLogger(b *syncBuilder) *slog.Logger {
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
-// lockedWriter serializes the writes of concurrent loggers.
-type lockedWriter struct {
+// syncBuilder is a strings.Builder for concurrent loggers and readers.
+type syncBuilder struct {
 	mu sync.Mutex
-	w  *strings.Builder
+	b  strings.Builder
 }
 
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuilder) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// outageStore stops Redis (SIGTERM, its data on disk) before the first
+// Apply of decided events, and starts it again once up() says so: an
+// outage while the replay decides, as long as the test wants.
+type outageStore struct {
+	consumer.Store
+	rsrv *testenv.RedisServer
+	up   func() bool
+	once sync.Once
+	t    *testing.T
+}
+
+func (s *outageStore) Apply(ctx context.Context, evs []store.Event, marks ...store.Mark) (ranking.Result, error) {
+	if len(evs) > 0 && evs[0].Decided {
+		s.once.Do(func() {
+			if err := s.rsrv.Stop(); err != nil {
+				s.t.Error(err)
+			}
+			go func() {
+				for deadline := time.Now().Add(time.Minute); !s.up() && time.Now().Before(deadline); {
+					time.Sleep(50 * time.Millisecond)
+				}
+				if err := s.rsrv.Start(); err != nil {
+					s.t.Error(err)
+				}
+			}()
+		})
+	}
+	return s.Store.Apply(ctx, evs, marks...)
+}
+
+// TestRebuildDecidedOutage: Redis goes down while the replay decides, and
+// stays down until the replay has given the decided part up. The replay
+// does not fail: it waits for Redis to begin the build again, replays the
+// classic way, and equals the oracle.
+func TestRebuildDecidedOutage(t *testing.T) {
+	rsrv := testenv.NewRedis(t, testenv.RedisOptions{Persist: true})
+	f := world.New(t, rsrv, 3)
+	ctx := t.Context()
+	f.Produce(f.NewWriter(), world.Workload(34, 700, "ou"))
+	var boards []string
+	for _, b := range f.Cfg.Boards() {
+		boards = append(boards, b.Name)
+	}
+	var logs syncBuilder
+	rb := &Rebuild{Replay: Config{Brokers: f.Broker.Addrs(), Topics: f.Topics, BatchCount: 50, Parallel: 2},
+		Schemas: f.Cfg.Schemas(), Router: f.Router, Boards: boards, Group: f.Group, DropAfter: 10 * time.Millisecond,
+		Logger: textLogger(&logs), SinkOptions: []consumer.Option{consumer.WithTopicMap(f.TopicMap)}}
+	var os *outageStore
+	rb.sinkStore = func(st *store.Store) consumer.Store {
+		if os == nil {
+			os = &outageStore{Store: st, rsrv: rsrv, t: t, up: func() bool {
+				return strings.Contains(logs.String(), "beginning the build failed: redis is unavailable; retrying")
+			}}
+			return os
+		}
+		return st
+	}
+	res, err := rb.Run(ctx, f.Store)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, logs.String())
+	}
+	got := logs.String()
+	if res.Decided != 0 || !strings.Contains(got, "replaying with the dedupe in redis from the start") ||
+		!strings.Contains(got, "beginning the build failed: redis is unavailable; retrying") {
+		t.Fatalf("%d decided; want 0, a start over and a wait for Redis in the logs:\n%s", res.Decided, got)
+	}
+	if _, err := f.Store.Generations(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.Compare(f.FromLog().Oracle)
 }

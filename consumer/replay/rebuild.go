@@ -320,7 +320,16 @@ func (r *Rebuild) buildGen(ctx context.Context, st *store.Store, token string, p
 			"generation", gen, "err", err)
 		prog.reset()
 	}
-	gen, _, err := st.BeginBuild(ctx, token, r.Boards) // a dead rebuild's build is listed to drop in the gens hash
+	var gen int
+	begin := func() (err error) {
+		gen, _, err = st.BeginBuild(ctx, token, r.Boards) // a dead rebuild's build is listed to drop in the gens hash
+		return err
+	}
+	if sink != nil { // starting over, maybe because Redis went away: wait for it
+		err = r.untilAvailable(ctx, "beginning the build", begin)
+	} else {
+		err = begin()
+	}
 	if err != nil {
 		return Result{}, 0, nil, nil, err
 	}
@@ -410,17 +419,24 @@ func (r *Rebuild) buildDecided(ctx context.Context, st *store.Store, token strin
 	// the folded boards and the IDs, side by side: different keys
 	writing := time.Now()
 	var folded, n int
-	var g errgroup.Group
-	g.Go(func() (err error) { folded, err = folder.Flush(ctx); return err })
-	g.Go(func() (err error) { n, err = st.Generation(gen).RegisterIDs(ctx, held); return err })
-	if err := g.Wait(); err != nil {
+	err = r.untilAvailable(ctx, "writing the folded boards and the message IDs", func() error {
+		var g errgroup.Group // both may run again: absolute values, SADD
+		g.Go(func() (err error) { folded, err = folder.Flush(ctx); return err })
+		g.Go(func() (err error) { n, err = st.Generation(gen).RegisterIDs(ctx, held); return err })
+		return g.Wait()
+	})
+	if err != nil {
 		return res, nil, fmt.Errorf("%w: %w", errStartOver, err)
 	}
 	res.Decided = res.Stats.Messages
 	r.Logger.Info("replayed below the live group's committed offsets, deciding duplicates in memory", "generation", gen,
 		"messages", res.Stats.Messages, "ids_held", n, "members_folded", folded, "duplicates", res.Duplicates,
 		"took", time.Since(began).Round(time.Millisecond), "writing_took", time.Since(writing).Round(time.Millisecond))
-	if _, err := st.BeginReservedBuild(ctx, token, gen, r.Boards); err != nil {
+	err = r.untilAvailable(ctx, "beginning the build", func() error { // may run again: see gens.lua
+		_, err := st.BeginReservedBuild(ctx, token, gen, r.Boards)
+		return err
+	})
+	if err != nil {
 		return res, nil, err
 	}
 	rest, err := Plan(ctx, r.Replay) // after the build began: see Plan
@@ -447,6 +463,23 @@ func (r *Rebuild) buildDecided(ctx context.Context, st *store.Store, token strin
 	}
 	res.Applied, res.Duplicates = sink.Counts()
 	return res, ranges, err
+}
+
+// untilAvailable runs f until it succeeds, fails for another reason than
+// Redis being unreachable (store.IsUnavailable), or ctx ends: a replay
+// waits out a Redis outage, as its applies do. f must be safe to run
+// again after an error.
+func (r *Rebuild) untilAvailable(ctx context.Context, what string, f func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := f()
+		if err == nil || ctx.Err() != nil || !store.IsUnavailable(err) {
+			return err
+		}
+		r.Logger.Warn(what+" failed: redis is unavailable; retrying", "attempt", attempt, "err", err)
+		if !consumer.Sleep(ctx, consumer.Backoff(attempt, 50*time.Millisecond, 5*time.Second)) {
+			return err
+		}
+	}
 }
 
 // newSink returns the replay's sink into a generation's store.

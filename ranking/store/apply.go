@@ -25,6 +25,7 @@ type call struct {
 	nups   int
 	view   *Store // the generation it writes
 	part   int    // index of its genPart in the Apply (-1: none)
+	callID string // set when it has Decided events: see apply.lua
 	argv   []any  // rendered (args)
 }
 
@@ -245,6 +246,9 @@ func (s *Store) applyAll(ctx context.Context, evs []Event, spans []Span, marks [
 			}
 		}
 		head.nSpans, head.nMarks = len(sp), len(mk)
+		if slices.ContainsFunc(c.evs, func(e eventArgs) bool { return e.decided }) {
+			c.callID = nonce + "." + strconv.Itoa(k)
+		}
 		c.argv = c.args(c.view, head, sp, mk)
 	}
 	if err := s.exec(ctx, parts, calls, spans); err != nil {
@@ -647,7 +651,7 @@ func (c *call) args(s *Store, head positionArgs, spans []spanArgs, marks []markA
 	for i := range marks {
 		args = marks[i].add(args)
 	}
-	dd := dedupeArgs{ttlMs: s.ttl.Milliseconds(), minSets: s.ddMinSets}
+	dd := dedupeArgs{ttlMs: s.ttl.Milliseconds(), minSets: s.ddMinSets, callID: c.callID}
 	args = dd.add(args)
 	// the boards of the call, once each
 	bidx := map[*boardState]int{}

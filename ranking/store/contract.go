@@ -248,7 +248,7 @@ var luaConsts = append(luaEnums(), []luaConst{
 	{"GENS_OP_RESERVE", gensOpReserve}, {"GENS_OP_BUILD", gensOpBuild}, {"GENS_OP_SWITCH", gensOpSwitch}, {"GENS_OP_PENDING", gensOpPending}, {"GENS_OP_DROPPED", gensOpDropped},
 	{"HEADROOM", luaHeadroom}, {"MAX_UNPACK", luaMaxUnpack}, {"MIN_TTL_MS", luaMinTTLMs},
 	{"UPDATE_ARGS", len(updateFields)}, {"EVENT_ARGS", len(eventFields)},
-	{"DD_META", ddMeta}, {"DD_SWEEP", ddSweep}, {"DD_INC", ddInc}, {"DD_DYING", ddDying}, {"DD_VERDICTS", ddVerdicts},
+	{"DD_META", ddMeta}, {"DD_CALLS", ddCalls}, {"DD_SWEEP", ddSweep}, {"DD_INC", ddInc}, {"DD_DYING", ddDying}, {"DD_VERDICTS", ddVerdicts},
 	{"DD_FILL", ddFill}, {"DD_GROWTH", ddGrowth}, {"DD_GROWTH_BITS", ddGrowthBits}, {"DD_LAYER_AT", ddLayerAt},
 	{"DD_SWEEP_KEYS", ddSweepKeys}, {"DD_SWEEP_MS", ddSweepMs},
 	{"SNAP_REV", snapRev}, {"SNAP_SUM", snapSum}, {"SNAP_GEN", snapGen}, {"SNAP_PUB", snapPub}, {"SNAP_JSON", snapJSON},
@@ -380,8 +380,9 @@ type registerArgs struct {
 	meta    string // <dedupe prefix>m
 	op      string // regOpOpen, regOpCount
 	dprefix string
-	dedupeArgs
-	n      int    // open: the IDs to hold, which a new bucket is sized for; count: the IDs added
+	ttlMs   int64 // as dedupeArgs
+	minSets int
+	n       int    // open: the IDs to hold, which a new bucket is sized for; count: the IDs added
 	bucket string // count: the bucket, incarnation and layer open gave
 	inc    string
 	layer  string
@@ -395,20 +396,20 @@ var (
 func (r *registerArgs) keys() []string { return []string{r.meta} }
 
 func (r *registerArgs) add(args []any) []any {
-	args = append(args, r.op, r.dprefix)
-	return append(r.dedupeArgs.add(args), r.n, r.bucket, r.inc, r.layer)
+	return append(args, r.op, r.dprefix, r.ttlMs, r.minSets, r.n, r.bucket, r.inc, r.layer)
 }
 
 // dedupeArgs is the ARGV of an apply call's dedupe (dedupe.go).
 type dedupeArgs struct {
-	ttlMs   int64 // how long an ID is remembered at least (a bucket's width)
-	minSets int   // sets of a new bucket's first layer, at least (a power of two)
+	ttlMs   int64  // how long an ID is remembered at least (a bucket's width)
+	minSets int    // sets of a new bucket's first layer, at least (a power of two)
+	callID  string // a call with Decided events: its ID, under which its reply is kept ("": none)
 }
 
 // dedupeFields are dedupeArgs' Lua names, in ARGV order.
-var dedupeFields = []string{"ttl", "min"}
+var dedupeFields = []string{"ttl", "min", "call"}
 
-func (d *dedupeArgs) add(args []any) []any { return append(args, d.ttlMs, d.minSets) }
+func (d *dedupeArgs) add(args []any) []any { return append(args, d.ttlMs, d.minSets, d.callID) }
 
 // positionArgs is the ARGV head of an apply call that checks where the
 // partitions of its batch stand (Store.ApplyFrom) or writes stream time

@@ -38,6 +38,7 @@ const (
 	ddInc        = "inc" // meta: the last bucket incarnation handed out
 	ddDying      = "x"   // meta: + "<bucket>.<inc>": a bucket being deleted
 	ddVerdicts   = "v"   // a bucket's verdicts other than applied (after its key base)
+	ddCalls      = "c:"  // + call ID: the reply of a call with Decided events (after the dedupe prefix)
 	ddFill       = 12    // IDs per set a new bucket is sized for at most (docs/dedupe.md: the false-duplicate bound)
 	ddGrowth     = 16    // each layer has this many times the sets of the one before
 	ddGrowthBits = 4     // log2(ddGrowth)

@@ -160,7 +160,8 @@ const (
 // (in slices of foldZAddMembers), its expiry and event count, per stream
 // its stream time (meta) and per board the dims registry, as apply.lua
 // would have left them (the expiries count from the stream time at the
-// end of the fold). It returns the members written.
+// end of the fold). It returns the members written. It writes absolute
+// values only, so after an error it may be run again.
 func (f *Folder) Flush(ctx context.Context) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -213,7 +214,7 @@ func (f *Folder) Flush(ctx context.Context) (int, error) {
 				pipe.PExpire(ctx, key, msDuration(ttl))
 				n++
 			}
-			pipe.HIncrBy(ctx, counts, field, fp.applied)
+			pipe.HSet(ctx, counts, field, fp.applied) // the key starts empty: the script's HINCRBY, and Flush may run again
 			counted = true
 			n++
 			if err := exec(false); err != nil {

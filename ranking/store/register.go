@@ -50,7 +50,7 @@ func (s *Store) RegisterIDs(ctx context.Context, ids []HeldID) (int, error) {
 	}
 	prefix := s.dedupePrefix(0)
 	head := registerArgs{meta: prefix + ddMeta, op: regOpOpen, dprefix: prefix,
-		dedupeArgs: dedupeArgs{ttlMs: s.ttl.Milliseconds(), minSets: s.ddMinSets}, n: len(ids)}
+		ttlMs: s.ttl.Milliseconds(), minSets: s.ddMinSets, n: len(ids)}
 	for attempt := 1; ; attempt++ {
 		head.op, head.n = regOpOpen, len(ids)
 		v, err := registerScript.Run(ctx, s.rdb, head.keys(), head.add(nil)...).Slice()

@@ -3,6 +3,7 @@ package store_test
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,8 +56,15 @@ func TestDecidedEvents(t *testing.T) {
 	if got, want := fmt.Sprint(res.Status), "[applied applied applied late applied applied]"; got != want {
 		t.Fatalf("decided statuses = %s, want %s", got, want)
 	}
-	if keys := dedupeKeys(t, rdb, gprefix); len(keys) != 0 {
-		t.Fatalf("decided events left dedupe keys %v", keys)
+	var calls []string
+	for _, k := range dedupeKeys(t, rdb, gprefix) {
+		if !strings.HasPrefix(k, gprefix+":d:c:") {
+			t.Fatalf("decided events left the dedupe key %s", k)
+		}
+		calls = append(calls, k)
+	}
+	if len(calls) != 1 {
+		t.Fatalf("decided call replies kept: %v, want one", calls)
 	}
 	held := []store.HeldID{{Key: store.KeyOf("a")}, {Key: store.KeyOf("b"), Statuses: res.Status[2:4]}, {Key: store.KeyOf("c")}}
 	if n, err := gen.RegisterIDs(ctx, held); err != nil || n != 3 {
@@ -132,5 +140,49 @@ func TestRegisterIDs(t *testing.T) {
 	}
 	if got, want := fmt.Sprint(res.Status), "[duplicate duplicate duplicate applied]"; got != want {
 		t.Fatalf("after RegisterIDs: %s, want %s", got, want)
+	}
+}
+
+// TestDecidedCallOnce: a call with Decided events run a second time (as a
+// client resending a pipeline after a lost reply would: the same call ID)
+// returns its first reply and changes nothing; a new call applies.
+func TestDecidedCallOnce(t *testing.T) {
+	rdb := testenv.Redis(t).Client(t)
+	s, err := store.New(rdb, []*ranking.Board{dedupeBoard}, store.WithPrefix(testenv.Prefix(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	evs := []store.Event{
+		{ID: "a", Decided: true, Updates: []ranking.Update{{Board: "dd", Member: "m", Value: 5, Time: day(21, 11), MsgID: "a"}}},
+		{ID: "b", Decided: true, Updates: []ranking.Update{{Board: "dd", Member: "m", Value: 1 << 60, Time: day(21, 11), MsgID: "b"}}},
+	}
+	value := func() string {
+		t.Helper()
+		es, err := s.Entries(ctx, "dd", nil, "all")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(rows(es))
+	}
+	undo := store.SetNonce("fixed")
+	for i := range 2 {
+		res, err := s.Apply(ctx, evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(res.Status); got != "[applied out_of_range]" {
+			t.Fatalf("run %d: statuses %s, want [applied out_of_range]", i+1, got)
+		}
+		if got := value(); got != "[{m 5}]" {
+			t.Fatalf("run %d: board %s, want [{m 5}] (applied once)", i+1, got)
+		}
+	}
+	undo()
+	if _, err := s.Apply(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	if got := value(); got != "[{m 10}]" {
+		t.Fatalf("a new call: board %s, want [{m 10}]", got)
 	}
 }

@@ -77,8 +77,22 @@ end
 -- size, layers, IDs in the last layer and IDs in all. A bucket older than
 -- the previous one is deleted, DD_SWEEP_KEYS keys per call. Verdicts other
 -- than applied are kept in the bucket's hash (DD_VERDICTS).
-local DD = {ttl = nn(), min = nn()}
+local DD = {ttl = nn(), min = nn(), call = nx()}
 local dmeta = dprefix .. DD_META
+-- A call with decided events (Event.Decided) must not apply twice: nothing
+-- else would tell that its events were applied. Its reply is kept under
+-- its ID for a TTL, and the same call run again (a client resending a
+-- pipeline) returns it and changes nothing.
+local callkey
+if DD.call ~= '' then
+  callkey = dprefix .. DD_CALLS .. DD.call
+  local done = call('GET', callkey)
+  if done then
+    local out = {}
+    for v in string.gmatch(done, '[^,]+') do out[#out + 1] = v end
+    return out
+  end
+end
 local BK = {} -- the previous bucket (if any), then the current one
 do
   local tm = call('TIME')
@@ -715,4 +729,5 @@ if DD.now >= DD.sweep then
   if more then nxt = DD.now end
   call('HSET', dmeta, DD_SWEEP, int(nxt))
 end
+if callkey then call('SET', callkey, table.concat(out, ','), 'PX', int(DD.ttl)) end
 return out
