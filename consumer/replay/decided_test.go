@@ -72,10 +72,6 @@ func TestRebuildDecided(t *testing.T) {
 	f.Produce(w, head)
 	f.WaitCommitted(time.Minute, r.stopped)
 
-	var boards []string
-	for _, b := range f.Cfg.Boards() {
-		boards = append(boards, b.Name)
-	}
 	obs := &hookObserver{
 		planned: func() { // after the cut: above it, consumed live into the old generation only
 			f.Produce(w, redelivered(head, 13))
@@ -87,9 +83,8 @@ func TestRebuildDecided(t *testing.T) {
 			f.WaitCommitted(time.Minute, r.stopped)
 		},
 	}
-	rb := &Rebuild{Replay: Config{Brokers: f.Broker.Addrs(), Topics: f.Topics, BatchCount: 61, Parallel: 3},
-		Schemas: f.Cfg.Schemas(), Router: f.Router, Boards: boards, Group: f.Group, DropAfter: 10 * time.Millisecond,
-		Logger: testLogger(t), SinkOptions: []consumer.Option{consumer.WithTopicMap(f.TopicMap)}, Observer: obs}
+	rb := testRebuild(f, 61, 3, testLogger(t))
+	rb.Observer = obs
 	res, err := rb.Run(ctx, f.Store)
 	if err != nil {
 		t.Fatal(err)
@@ -137,15 +132,9 @@ func TestRebuildDecidedStartsOver(t *testing.T) {
 	ctx := t.Context()
 	msgs := world.Workload(33, 700, "so")
 	f.Produce(f.NewWriter(), msgs)
-	var boards []string
-	for _, b := range f.Cfg.Boards() {
-		boards = append(boards, b.Name)
-	}
 	var logs syncBuilder
 	var fs *failingStore
-	rb := &Rebuild{Replay: Config{Brokers: f.Broker.Addrs(), Topics: f.Topics, BatchCount: 50, Parallel: 2},
-		Schemas: f.Cfg.Schemas(), Router: f.Router, Boards: boards, Group: f.Group, DropAfter: 10 * time.Millisecond,
-		Logger: textLogger(&logs), SinkOptions: []consumer.Option{consumer.WithTopicMap(f.TopicMap)}}
+	rb := testRebuild(f, 50, 2, textLogger(&logs))
 	rb.sinkStore = func(st *store.Store) consumer.Store {
 		if fs == nil {
 			fs = &failingStore{Store: st}
@@ -173,6 +162,24 @@ func TestRebuildDecidedStartsOver(t *testing.T) {
 	if p, err := f.Store.PendingDrops(ctx); err != nil || len(p) != 0 {
 		t.Errorf("pending drops %v, %v; want none", p, err)
 	}
+}
+
+// testRebuild returns a Rebuild of every board of f, in batches of batch
+// messages, parallel partitions at once, deleting old generations after
+// 10 ms.
+func testRebuild(f *world.World, batch, parallel int, log *slog.Logger) *Rebuild {
+	return &Rebuild{Replay: Config{Brokers: f.Broker.Addrs(), Topics: f.Topics, BatchCount: batch, Parallel: parallel},
+		Schemas: f.Cfg.Schemas(), Router: f.Router, Boards: boardNames(f), Group: f.Group, DropAfter: 10 * time.Millisecond,
+		Logger: log, SinkOptions: []consumer.Option{consumer.WithTopicMap(f.TopicMap)}}
+}
+
+// boardNames returns the names of f's boards.
+func boardNames(f *world.World) []string {
+	var out []string
+	for _, b := range f.Cfg.Boards() {
+		out = append(out, b.Name)
+	}
+	return out
 }
 
 // textLogger logs at info level and above to b.
@@ -237,14 +244,8 @@ func TestRebuildDecidedOutage(t *testing.T) {
 	f := world.New(t, rsrv, 3)
 	ctx := t.Context()
 	f.Produce(f.NewWriter(), world.Workload(34, 700, "ou"))
-	var boards []string
-	for _, b := range f.Cfg.Boards() {
-		boards = append(boards, b.Name)
-	}
 	var logs syncBuilder
-	rb := &Rebuild{Replay: Config{Brokers: f.Broker.Addrs(), Topics: f.Topics, BatchCount: 50, Parallel: 2},
-		Schemas: f.Cfg.Schemas(), Router: f.Router, Boards: boards, Group: f.Group, DropAfter: 10 * time.Millisecond,
-		Logger: textLogger(&logs), SinkOptions: []consumer.Option{consumer.WithTopicMap(f.TopicMap)}}
+	rb := testRebuild(f, 50, 2, textLogger(&logs))
 	var os *outageStore
 	rb.sinkStore = func(st *store.Store) consumer.Store {
 		if os == nil {

@@ -120,10 +120,7 @@ func TestRedisWiped(t *testing.T) {
 	}
 
 	// Rebuild while the consumer waits.
-	var boards []string
-	for _, b := range f.Cfg.Boards() {
-		boards = append(boards, b.Name)
-	}
+	boards := boardNames(f)
 	// Until its switch, the replay's marks of the new generation neither
 	// resume the halted partitions (they would apply to the old generation,
 	// whose dedupe keys are gone) nor count for finality: the observer,

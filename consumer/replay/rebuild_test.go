@@ -62,10 +62,7 @@ func TestRebuild(t *testing.T) {
 		seen[string(m.Value)] = true
 	}
 	dups -= len(seen)
-	var boards []string
-	for _, b := range f.Cfg.Boards() {
-		boards = append(boards, b.Name)
-	}
+	boards := boardNames(f)
 	rebuild := func(obs *recObserver) *Rebuild {
 		return &Rebuild{
 			Replay:  Config{Brokers: f.Broker.Addrs(), Topics: f.Topics, BatchCount: 50, Parallel: 2},
