@@ -84,7 +84,8 @@ type Rebuild struct {
 	// KeepOld keeps the old generations.
 	KeepOld bool
 	// DecideMax is the most messages the replay decides in memory (see
-	// Run): about 40 bytes each. 0: DefaultDecideMax; negative: never.
+	// Run): about 40 bytes each (twice that for a moment at the end).
+	// 0: DefaultDecideMax; negative: never.
 	DecideMax int
 	// Registry gets the sink's metrics and rankd_replay_messages_done and
 	// _planned per topic; the result's Applied and Duplicates are read from
@@ -157,7 +158,8 @@ type Result struct {
 }
 
 // DefaultDecideMax is Rebuild.DecideMax's default: 8M messages, about
-// 320 MB of IDs in memory.
+// 330 MB of IDs in memory (41 bytes each), twice that for a moment when
+// they are handed over to be held in Redis.
 const DefaultDecideMax = 8 << 20
 
 func (r *Rebuild) defaults() {
