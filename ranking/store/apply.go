@@ -15,18 +15,19 @@ import (
 
 // call is one script call under construction: events of one slot.
 type call struct {
-	slot   int
-	groups map[string]*callGroup // by tag
-	gorder []*callGroup
-	events [][]int      // per event: indexes of its updates in the Apply input
-	evs    []eventArgs  // per event: its ID, where the ID is held (dedupe.go), its number of updates
-	sh     []byte       // the events' shard hashes (idKey.sh), one after the other: args makes them strings
-	ups    []updateArgs // the events' updates, in order
-	nups   int
-	view   *Store // the generation it writes
-	part   int    // index of its genPart in the Apply (-1: none)
-	callID string // set when it has Decided events: see apply.lua
-	argv   []any  // rendered (args)
+	slot    int
+	groups  map[string]*callGroup // by tag
+	gorder  []*callGroup
+	events  [][]int      // per event: indexes of its updates in the Apply input
+	evs     []eventArgs  // per event: its ID, where the ID is held (dedupe.go), its number of updates
+	sh      []byte       // the events' shard hashes (idKey.sh), one after the other: args makes them strings
+	ups     []updateArgs // the events' updates, in order
+	nups    int
+	view    *Store // the generation it writes
+	part    int    // index of its genPart in the Apply (-1: none)
+	decided bool   // it has Decided events
+	callID  string // set when it has Decided events: see apply.lua
+	argv    []any  // rendered (args)
 }
 
 // callGroup is one stream (board+dims) inside a call.
@@ -246,7 +247,7 @@ func (s *Store) applyAll(ctx context.Context, evs []Event, spans []Span, marks [
 			}
 		}
 		head.nSpans, head.nMarks = len(sp), len(mk)
-		if slices.ContainsFunc(c.evs, func(e eventArgs) bool { return e.decided }) {
+		if c.decided {
 			c.callID = nonce + "." + strconv.Itoa(k)
 		}
 		c.argv = c.args(c.view, head, sp, mk)
@@ -581,6 +582,7 @@ func (c *call) addEvent(s *Store, ev *Event, ups []*ranking.Update, tags []strin
 		fp = dedupeHash(ev.ID, &sh)
 	}
 	c.sh = append(c.sh, sh[:]...) // args() sends "" for a decided event
+	c.decided = c.decided || ev.Decided
 	c.evs = append(c.evs, eventArgs{id: ev.ID, n: len(idx), idKey: idKey{fp: fp}, decided: ev.Decided})
 	for _, i := range idx {
 		u := ups[i]

@@ -59,7 +59,11 @@ func (s *Store) NewFolder() *Folder {
 // Foldable reports whether the updates of board can be folded.
 func (f *Folder) Foldable(board string) bool {
 	st := f.s.boards[board]
-	return st != nil && !f.s.cluster && st.fast && st.b.Window != ranking.WindowRolling
+	return st != nil && f.foldable(st)
+}
+
+func (f *Folder) foldable(st *boardState) bool {
+	return !f.s.cluster && st.fast && st.b.Window != ranking.WindowRolling
 }
 
 // Fold applies ups, all of Foldable boards, in order, and writes their
@@ -74,7 +78,7 @@ func (f *Folder) Fold(ups []ranking.Update, out []ranking.Status) error {
 		if err != nil {
 			return err
 		}
-		if !f.Foldable(u.Board) {
+		if !f.foldable(st) {
 			return fmt.Errorf("store: board %q cannot be folded", u.Board)
 		}
 		if len(u.Dims) != len(st.b.Dims) {
@@ -222,10 +226,10 @@ func (f *Folder) Flush(ctx context.Context) (int, error) {
 			}
 		}
 		if fs.hasST {
-			pipe.HSet(ctx, Key(s.prefix, fs.tag, KindMeta, ""), metaST, fs.stMs)
+			pipe.HSet(ctx, s.metaKey(fs.tag), metaST, fs.stMs)
 			n++
 			if st.metaTTL > 0 {
-				pipe.PExpire(ctx, Key(s.prefix, fs.tag, KindMeta, ""), msDuration(st.metaTTL))
+				pipe.PExpire(ctx, s.metaKey(fs.tag), msDuration(st.metaTTL))
 				n++
 			}
 		}

@@ -49,8 +49,7 @@ func (s *Store) RegisterIDs(ctx context.Context, ids []HeldID) (int, error) {
 		return 0, nil
 	}
 	prefix := s.dedupePrefix(0)
-	head := registerArgs{meta: prefix + ddMeta, op: regOpOpen, dprefix: prefix,
-		ttlMs: s.ttl.Milliseconds(), minSets: s.ddMinSets, n: len(ids)}
+	head := registerArgs{meta: prefix + ddMeta, dprefix: prefix, ttlMs: s.ttl.Milliseconds(), minSets: s.ddMinSets}
 	for attempt := 1; ; attempt++ {
 		head.op, head.n = regOpOpen, len(ids)
 		v, err := registerScript.Run(ctx, s.rdb, head.keys(), head.add(nil)...).Slice()

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -113,8 +114,14 @@ func TestRegisterIDs(t *testing.T) {
 	if len(sets) > 16384 {
 		t.Fatalf("%d sets for %d IDs, want at most 16,384 (the next power of two over %d/12)", len(sets), n, n)
 	}
+	// every set of the one bucket's first layer, named by 14 binary digits
+	// (16,384 sets), as apply.lua names them
+	setName := regexp.MustCompile(`^` + regexp.QuoteMeta(prefix) + `:d:\d+\.\d+\.1:[01]{14}$`)
 	total := int64(0)
 	for _, k := range sets {
+		if !setName.MatchString(k) {
+			t.Fatalf("set %s is not one of the first layer's 16,384", k)
+		}
 		total += rdb.SCard(ctx, k).Val()
 	}
 	if total != n {
