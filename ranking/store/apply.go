@@ -28,6 +28,27 @@ type call struct {
 	decided bool   // it has Decided events
 	callID  string // set when it has Decided events: see apply.lua
 	argv    []any  // rendered (args)
+
+	// Rendering: the head, spans and marks it carries (kept to render it
+	// again), and whether it is packed (see apply.lua): its fast boards'
+	// updates folded per member (folds, sums; sumAt finds a member's sum),
+	// with the verdict the caller gave each update (pre, in the order of
+	// ups; luaByScript: the script judges it).
+	head   positionArgs
+	sp     []spanArgs
+	mk     []markArgs
+	packed bool
+	folds  []foldArgs
+	fsums  [][]int // per fold: its sums, in order of first update
+	sums   []sumArgs
+	sumAt  map[sumKey]int
+	pre    []luaStatus
+}
+
+// sumKey finds a member's sum in a packed call: its gp and member.
+type sumKey struct {
+	gp     int
+	member string
 }
 
 // callGroup is one stream (board+dims) inside a call.
@@ -90,8 +111,16 @@ func (c *call) release() {
 	clear(c.evs)
 	clear(c.ups)
 	clear(c.argv)
+	clear(c.sp)
+	clear(c.mk)
+	clear(c.sums)
+	clear(c.sumAt)
+	for i := range c.fsums {
+		c.fsums[i] = c.fsums[i][:0]
+	}
 	*c = call{groups: c.groups, gorder: c.gorder[:0], events: c.events[:0], evs: c.evs[:0], ups: c.ups[:0],
-		sh: c.sh[:0], argv: c.argv[:0]}
+		sh: c.sh[:0], argv: c.argv[:0], sp: c.sp[:0], mk: c.mk[:0], folds: c.folds[:0], fsums: c.fsums[:0],
+		sums: c.sums[:0], sumAt: c.sumAt, pre: c.pre[:0]}
 	callPool.Put(c)
 }
 
@@ -225,10 +254,14 @@ func (s *Store) applyAll(ctx context.Context, evs []Event, spans []Span, marks [
 		calls = append(calls, c)
 	}
 	nonce := newNonce()
+	// Packed calls may give up and be sent again per update (exec): only
+	// where nothing depends on their order but the position records they
+	// check, or on a cluster, which writes marks and positions after every
+	// call succeeded.
+	pack := s.pack && (s.cluster || spans != nil) && time.Now().UnixNano() >= s.replanned.Load()+int64(replanPause)
 	for k, c := range calls {
 		head := positionArgs{}
-		var sp []spanArgs
-		var mk []markArgs
+		sp, mk := c.sp[:0], c.mk[:0]
 		if !s.cluster {
 			head.posKey, head.gensKey, head.lastKey = root.posKey(), root.gensKey(), root.lastMarksKey()
 			if spans != nil {
@@ -250,7 +283,9 @@ func (s *Store) applyAll(ctx context.Context, evs []Event, spans []Span, marks [
 		if c.decided {
 			c.callID = nonce + "." + strconv.Itoa(k)
 		}
-		c.argv = c.args(c.view, head, sp, mk)
+		c.head, c.sp, c.mk = head, sp, mk
+		c.packed = pack && !c.decided
+		c.argv = c.args(c.view)
 	}
 	if err := s.exec(ctx, parts, calls, spans); err != nil {
 		return res, err
@@ -297,7 +332,7 @@ func (s *Store) applyAll(ctx context.Context, evs []Event, spans []Span, marks [
 // that fail with NOSCRIPT are run again after SCRIPT LOAD, with the checked
 // calls after them (refused: each expects the record of the one before).
 func (s *Store) exec(ctx context.Context, parts []*genPart, calls []*call, spans []Span) error {
-	first := true
+	first, loaded := true, false
 	for pending := calls; len(pending) > 0; first = false {
 		pipe := s.rdb.Pipeline()
 		if first {
@@ -313,16 +348,27 @@ func (s *Store) exec(ctx context.Context, parts []*genPart, calls []*call, spans
 		}
 		_, _ = pipe.Exec(ctx) // every command's error is checked below
 		var failed []*call
+		noScript := false
 		for i, c := range pending {
 			out, err := cmds[i].Slice()
 			if isNoScript(err) {
 				failed = append(failed, c)
+				noScript = true
 				continue
 			}
 			if err != nil {
 				return fmt.Errorf("applying batch: %w", err)
 			}
-			if ref, ok := refusal(out); ok {
+			if ref, ok := refusal(out); ok && ref == luaRefusedReplan && c.packed {
+				// it met a duplicate (a redelivery) or a member near its
+				// range: per update from now on, and for a while
+				s.replanned.Store(time.Now().UnixNano())
+				s.replans.Add(1)
+				c.packed = false
+				c.argv = c.args(c.view)
+				failed = append(failed, c)
+				continue
+			} else if ok {
 				if len(failed) > 0 {
 					// a checked call after one that did not run expects the
 					// record that one leaves: it runs again with it
@@ -335,15 +381,21 @@ func (s *Store) exec(ctx context.Context, parts []*genPart, calls []*call, spans
 			if err := c.verdicts(out, parts); err != nil {
 				return err
 			}
+			if c.packed {
+				s.packs.Add(1)
+			}
 		}
 		if len(failed) == 0 {
 			return nil
 		}
-		if !first {
-			return fmt.Errorf("applying batch: script still missing after SCRIPT LOAD")
-		}
-		if err := applyScript.Load(ctx, s.rdb).Err(); err != nil {
-			return fmt.Errorf("loading apply script: %w", err)
+		if noScript {
+			if loaded {
+				return fmt.Errorf("applying batch: script still missing after SCRIPT LOAD")
+			}
+			if err := applyScript.Load(ctx, s.rdb).Err(); err != nil {
+				return fmt.Errorf("loading apply script: %w", err)
+			}
+			loaded = true
 		}
 		pending = failed
 	}
@@ -386,6 +438,9 @@ func refusedErr(ref luaRefusal, out []any, spans []Span, argv []any) error {
 
 // verdicts fills the call's part's result from the call's reply.
 func (c *call) verdicts(out []any, parts []*genPart) error {
+	if c.packed {
+		return c.packedVerdicts(out, parts)
+	}
 	if len(out) != len(c.events) {
 		return fmt.Errorf("applying batch: script returned %d events, want %d", len(out), len(c.events))
 	}
@@ -405,6 +460,41 @@ func (c *call) verdicts(out []any, parts []*genPart) error {
 				return fmt.Errorf("applying batch: %w", err)
 			}
 		}
+	}
+	return nil
+}
+
+// packedVerdicts is verdicts for a packed call: its reply is the
+// verdicts of the updates it was sent, the others are in c.pre.
+func (c *call) packedVerdicts(out []any, parts []*genPart) error {
+	if len(out) != 1 {
+		return fmt.Errorf("applying batch: packed call returned %d values, want 1", len(out))
+	}
+	codes, _ := out[0].(string)
+	if c.part < 0 {
+		return nil
+	}
+	res := &parts[c.part].res
+	j, k := 0, 0
+	for _, idx := range c.events {
+		for _, u := range idx {
+			v := c.pre[k]
+			k++
+			if v == luaByScript {
+				if j >= len(codes) {
+					return fmt.Errorf("applying batch: packed call returned %d verdicts, want more", len(codes))
+				}
+				v = luaStatus(codes[j])
+				j++
+			}
+			var err error
+			if res.Status[u], res.Repeated[u], err = v.status(); err != nil {
+				return fmt.Errorf("applying batch: %w", err)
+			}
+		}
+	}
+	if j != len(codes) {
+		return fmt.Errorf("applying batch: packed call returned %d verdicts, want %d", len(codes), j)
 	}
 	return nil
 }
@@ -612,9 +702,12 @@ func (c *call) addEvent(s *Store, ev *Event, ups []*ranking.Update, tags []strin
 	}
 }
 
-// args renders the call; rolling groups get a consecutive period table that
-// covers N-1 periods on each side of the periods used.
-func (c *call) args(s *Store, head positionArgs, spans []spanArgs, marks []markArgs) []any {
+// args renders the call, packed or not (c.packed; a call that cannot be
+// packed is rendered per update and c.packed cleared); rolling groups get
+// a consecutive period table that covers N-1 periods on each side of the
+// periods used.
+func (c *call) args(s *Store) []any {
+	head, spans, marks := c.head, c.sp, c.mk
 	// The groups' period tables, and where their periods are in them.
 	tables := make([][]ranking.Period, len(c.gorder))
 	remap := make([][]int, len(c.gorder)) // group -> old index -> new index
@@ -688,7 +781,17 @@ func (c *call) args(s *Store, head positionArgs, spans []spanArgs, marks []markA
 		}
 		ngp += len(table)
 	}
-	args = append(args, len(c.events))
+	for k := range c.ups {
+		u := &c.ups[k]
+		u.gp = luaLateGP
+		if u.period > 0 {
+			u.gp = gp0[u.group-1] + remap[u.group-1][u.period]
+		}
+	}
+	if c.packed && !c.fold(ngp) {
+		c.packed = false
+	}
+	args = append(args, len(c.events), b01(c.packed))
 	next := 0
 	shs := string(c.sh) // one allocation for the call's shard hashes
 	for e := range c.evs {
@@ -697,18 +800,123 @@ func (c *call) args(s *Store, head positionArgs, spans []spanArgs, marks []markA
 		if !ev.decided {
 			ev.sh = shs[e*shDigits : (e+1)*shDigits]
 		}
-		args = ev.add(args)
-		for k := next; k < next+ev.n; k++ {
-			u := &c.ups[k]
-			u.gp = luaLateGP
-			if u.period > 0 {
-				u.gp = gp0[u.group-1] + remap[u.group-1][u.period]
+		nu := c.events[e]
+		ev.n, ev.tmpl = len(nu), ""
+		if !c.packed {
+			args = ev.add(args)
+			for k := next; k < next+len(nu); k++ {
+				args = c.ups[k].add(args)
 			}
-			args = u.add(args)
+			next += len(nu)
+			continue
 		}
-		next += ev.n
+		ev.n = 0
+		all := true
+		for k := next; k < next+len(nu); k++ {
+			if c.pre[k] == luaByScript {
+				ev.n++
+			}
+			all = all && c.pre[k] == luaApplied
+		}
+		if !all {
+			tmpl := make([]byte, len(nu))
+			for i := range tmpl {
+				tmpl[i] = byte(c.pre[next+i])
+			}
+			ev.tmpl = string(tmpl)
+		}
+		args = ev.add(args)
+		for k := next; k < next+len(nu); k++ {
+			if c.pre[k] == luaByScript {
+				args = c.ups[k].add(args)
+			}
+		}
+		next += len(nu)
+	}
+	if c.packed {
+		args = append(args, len(c.folds))
+		for f := range c.folds {
+			args = c.folds[f].add(args)
+			for _, m := range c.fsums[f] {
+				args = c.sums[m].add(args)
+			}
+		}
 	}
 	return args
+}
+
+// fold folds the updates of the call's fast boards per (stream, period,
+// member) and gives every update the verdict the caller gives it (c.pre),
+// for a packed call (ngp: the call's gp count). It reports false, and the
+// call goes per update, when a magnitude or a sum of them reaches the
+// headroom.
+func (c *call) fold(ngp int) bool {
+	c.pre = slices.Grow(c.pre[:0], len(c.ups))[:len(c.ups)]
+	c.folds, c.sums = c.folds[:0], c.sums[:0]
+	if c.sumAt == nil {
+		c.sumAt = map[sumKey]int{}
+	}
+	clear(c.sumAt)
+	foldOf := make([]int, ngp+1) // gp -> 1 + index in c.folds
+	for k := range c.ups {
+		u := &c.ups[k]
+		if u.gp == luaLateGP {
+			c.pre[k] = luaLate
+			continue
+		}
+		st := c.gorder[u.group-1].st
+		if !st.fast {
+			c.pre[k] = luaByScript
+			continue
+		}
+		fi := foldOf[u.gp] - 1
+		if fi < 0 {
+			fi = len(c.folds)
+			foldOf[u.gp] = fi + 1
+			c.folds = append(c.folds, foldArgs{gp: u.gp, t: u.timeMs})
+			if fi == len(c.fsums) {
+				c.fsums = append(c.fsums, nil)
+			}
+			c.fsums[fi] = c.fsums[fi][:0]
+		}
+		f := &c.folds[fi]
+		f.t = max(f.t, u.timeMs)
+		var tq int64
+		if st.tieMode != luaTieNone {
+			tq = ranking.FloorDiv(u.timeMs, st.unitMs)
+			if st.b.Window == ranking.WindowTotal {
+				if off := tq - ranking.FloorDiv(st.epochMs, st.unitMs); off < 0 || off > st.codec.MaxTie() {
+					c.pre[k] = luaOutOfRange
+					continue
+				}
+			}
+		}
+		ab := u.value
+		if ab < 0 {
+			ab = -ab
+		}
+		if ab > luaHeadroom || ab < 0 {
+			return false
+		}
+		c.pre[k] = luaApplied
+		f.cnt++
+		key := sumKey{u.gp, u.member}
+		m, ok := c.sumAt[key]
+		if !ok {
+			m = len(c.sums)
+			c.sumAt[key] = m
+			c.sums = append(c.sums, sumArgs{member: u.member, tq: tq})
+			c.fsums[fi] = append(c.fsums[fi], m)
+			f.nm++
+		}
+		sm := &c.sums[m]
+		sm.d += u.value
+		if sm.ab += ab; sm.ab > luaHeadroom {
+			return false
+		}
+		sm.tq = max(sm.tq, tq)
+	}
+	return true
 }
 
 // endMs caps far-future ends (total boards) to an exact double.

@@ -46,54 +46,64 @@ func BenchmarkApplyWorkload(b *testing.B) {
 	}
 	runs := 0
 	for _, size := range benchCallSizes() {
-		name := "events"
-		opts := []store.Option{store.WithPrefix("wl" + strconv.Itoa(size))}
-		if size > 0 {
-			name = fmt.Sprintf("call=%d", size)
-			opts = append(opts, store.WithCallSize(size))
+		for _, packed := range []bool{false, true} {
+			name := "events"
+			opts := []store.Option{store.WithPrefix(fmt.Sprintf("wl%d%v", size, packed)), store.WithPacking(packed)}
+			if size > 0 {
+				name = fmt.Sprintf("call=%d", size)
+				opts = append(opts, store.WithCallSize(size))
+			}
+			name += fmt.Sprintf(",packed=%v", packed)
+			st, err := store.New(rdb, cfg.Boards(), opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var off int64 // the store's partition position, across runs
+			left := ""
+			b.Run(name, func(b *testing.B) {
+				runs++ // fresh event IDs for each run (b.N grows run by run)
+				w := newBenchWorkload(uint64(runs), time.Date(2026, 11, 21, 2, 0, 0, 0, time.UTC))
+				batches := make([][]ranking.Update, b.N)
+				events := 0
+				for i := range batches {
+					for range benchBatch {
+						batches[i] = w.route(b, cfg, router, batches[i])
+						events++
+					}
+				}
+				ups := 0
+				for _, bt := range batches {
+					ups += len(bt)
+				}
+				stats0 := commandStats(b, rdb)
+				cpu0 := must(srv.UsedCPU(ctx))
+				b.ResetTimer()
+				start := time.Now()
+				for _, bt := range batches {
+					// as live consumption applies: ApplyFrom, one partition's span
+					evs := store.Group(bt)
+					sp := []store.Span{{Topic: "t", Partition: 0, From: off, To: off + int64(len(evs)), Expect: left}}
+					off += int64(len(evs))
+					res, err := st.ApplyFrom(ctx, evs, sp)
+					left = sp[0].Left
+					if err != nil {
+						b.Fatal(err)
+					}
+					if n := res.Count(ranking.StatusApplied); n != len(bt) {
+						b.Fatalf("applied %d of %d", n, len(bt))
+					}
+				}
+				el := time.Since(start)
+				b.StopTimer()
+				cpu := must(srv.UsedCPU(ctx)) - cpu0
+				b.ReportMetric(float64(events)/el.Seconds(), "events/s")
+				b.ReportMetric(cpu*1e6/float64(events), "redis-µs/event")
+				b.ReportMetric(cpu*1e6/float64(ups), "redis-µs/update")
+				b.ReportMetric(float64(ups)/float64(events), "updates/event")
+				b.ReportMetric(0, "ns/op")
+				printStats(b, stats0, commandStats(b, rdb), events)
+			})
 		}
-		st, err := store.New(rdb, cfg.Boards(), opts...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Run(name, func(b *testing.B) {
-			runs++ // fresh event IDs for each run (b.N grows run by run)
-			w := newBenchWorkload(uint64(runs), time.Date(2026, 11, 21, 2, 0, 0, 0, time.UTC))
-			batches := make([][]ranking.Update, b.N)
-			events := 0
-			for i := range batches {
-				for range benchBatch {
-					batches[i] = w.route(b, cfg, router, batches[i])
-					events++
-				}
-			}
-			ups := 0
-			for _, bt := range batches {
-				ups += len(bt)
-			}
-			stats0 := commandStats(b, rdb)
-			cpu0 := must(srv.UsedCPU(ctx))
-			b.ResetTimer()
-			start := time.Now()
-			for _, bt := range batches {
-				res, err := st.Apply(ctx, store.Group(bt))
-				if err != nil {
-					b.Fatal(err)
-				}
-				if n := res.Count(ranking.StatusApplied); n != len(bt) {
-					b.Fatalf("applied %d of %d", n, len(bt))
-				}
-			}
-			el := time.Since(start)
-			b.StopTimer()
-			cpu := must(srv.UsedCPU(ctx)) - cpu0
-			b.ReportMetric(float64(events)/el.Seconds(), "events/s")
-			b.ReportMetric(cpu*1e6/float64(events), "redis-µs/event")
-			b.ReportMetric(cpu*1e6/float64(ups), "redis-µs/update")
-			b.ReportMetric(float64(ups)/float64(events), "updates/event")
-			b.ReportMetric(0, "ns/op")
-			printStats(b, stats0, commandStats(b, rdb), events)
-		})
 	}
 }
 

@@ -67,6 +67,10 @@ const (
 	luaOutOfRange  luaStatus = '3'
 	luaRepeatLate  luaStatus = '4' // a duplicate repeating its first delivery's late verdict
 	luaRepeatRange luaStatus = '5' // ... its out-of-range verdict
+	// luaByScript marks, in a packed call's verdict template, an update
+	// the script judges (one sent to it); the template's other verdicts
+	// are the caller's.
+	luaByScript luaStatus = '?'
 )
 
 // luaRefusal is the first element of an apply call's reply when the call
@@ -83,6 +87,11 @@ const (
 	// the last one seen; the counter and the last one seen follow ("0":
 	// none).
 	luaRefusedGens luaRefusal = 2
+	// luaRefusedReplan: a packed call met a duplicate, or a folded member
+	// whose sum could leave its range. It gave up before it changed
+	// anything (the IDs it had added are removed again); the caller sends
+	// it again per update.
+	luaRefusedReplan luaRefusal = 3
 )
 
 // Key kinds: the part of a key after its hash tag (Key), the suffixes of
@@ -237,7 +246,8 @@ var luaConsts = append(luaEnums(), []luaConst{
 	{"ST_APPLIED", luaApplied}, {"ST_DUPLICATE", luaDuplicate}, {"ST_LATE", luaLate},
 	{"ST_OUT_OF_RANGE", luaOutOfRange}, {"ST_REPEAT_LATE", luaRepeatLate}, {"ST_REPEAT_RANGE", luaRepeatRange},
 	{"LATE_GP", luaLateGP},
-	{"REFUSED_POSITION", luaRefusedPosition}, {"REFUSED_GENS", luaRefusedGens},
+	{"REFUSED_POSITION", luaRefusedPosition}, {"REFUSED_GENS", luaRefusedGens}, {"REFUSED_REPLAN", luaRefusedReplan},
+	{"ST_BY_SCRIPT", luaByScript},
 	{"MARKS_KEPT", marksKept}, {"GENS_NONE", gensNone}, {"POS_GENS", posGens},
 	{"KIND_PERIOD", KindPeriod}, {"KIND_ROLLING", KindRolling}, {"KIND_TOTAL", KindTotal}, {"KIND_META", KindMeta}, {"KIND_COUNT", KindCount},
 	{"PERIOD_ALL", PeriodAll}, {"SUFFIX_EXACT", suffixExact}, {"SUFFIX_LAST", suffixLast}, {"SUFFIX_BASE", suffixBase},
@@ -247,7 +257,7 @@ var luaConsts = append(luaEnums(), []luaConst{
 	{"REG_OP_OPEN", regOpOpen}, {"REG_OP_COUNT", regOpCount},
 	{"GENS_OP_RESERVE", gensOpReserve}, {"GENS_OP_BUILD", gensOpBuild}, {"GENS_OP_SWITCH", gensOpSwitch}, {"GENS_OP_PENDING", gensOpPending}, {"GENS_OP_DROPPED", gensOpDropped},
 	{"HEADROOM", luaHeadroom}, {"MAX_UNPACK", luaMaxUnpack}, {"MIN_TTL_MS", luaMinTTLMs},
-	{"UPDATE_ARGS", len(updateFields)}, {"EVENT_ARGS", len(eventFields)},
+	{"UPDATE_ARGS", len(updateFields)}, {"EVENT_ARGS", len(eventFields)}, {"SUM_ARGS", len(sumFields)},
 	{"DD_META", ddMeta}, {"DD_CALLS", ddCalls}, {"DD_SWEEP", ddSweep}, {"DD_INC", ddInc}, {"DD_DYING", ddDying}, {"DD_VERDICTS", ddVerdicts},
 	{"DD_FILL", ddFill}, {"DD_GROWTH", ddGrowth}, {"DD_GROWTH_BITS", ddGrowthBits}, {"DD_LAYER_AT", ddLayerAt},
 	{"DD_SWEEP_KEYS", ddSweepKeys}, {"DD_SWEEP_MS", ddSweepMs},
@@ -350,23 +360,52 @@ var groupFields = []string{"tag", "board"}
 
 func (g *groupArgs) add(args []any) []any { return append(args, g.tag, g.board) }
 
-// eventArgs is the ARGV head of one event of an apply call; its updates
-// follow.
+// eventArgs is the ARGV head of one event of an apply call; the updates
+// sent follow.
 type eventArgs struct {
 	id      string // its message ID
-	n       int    // number of updates
+	n       int    // number of updates sent (a packed call sends only those of slow boards)
 	idKey          // its ID's shard hash and fingerprint (dedupe.go); sh "": decided (Event.Decided)
+	tmpl    string // packed calls: its verdicts, luaByScript for the updates sent; "": all applied
 	decided bool   // not sent: sh is
 }
 
 // eventFields are the Lua names apply.lua reads an eventArgs into, in ARGV
 // order.
-var eventFields = []string{"id", "nu", "sh", "fp"}
+var eventFields = []string{"id", "nu", "sh", "fp", "tm"}
 
 // add appends pointers to e's fields (go-redis writes what they point
 // to; a pointer costs no allocation): e must not change until the call
 // has run.
-func (e *eventArgs) add(args []any) []any { return append(args, &e.id, &e.n, &e.sh, &e.fp) }
+func (e *eventArgs) add(args []any) []any { return append(args, &e.id, &e.n, &e.sh, &e.fp, &e.tmpl) }
+
+// foldArgs is the ARGV head of the folded updates of one (stream, period)
+// of a packed apply call; nm sumArgs follow.
+type foldArgs struct {
+	gp  int   // as updateArgs.gp
+	cnt int   // its updates applied (the standings' event count)
+	t   int64 // the latest event time of its updates not judged late (ms): the stream time
+	nm  int   // members
+}
+
+// foldFields are foldArgs' Lua names, in ARGV order.
+var foldFields = []string{"gp", "cnt", "t", "nm"}
+
+func (f *foldArgs) add(args []any) []any { return append(args, &f.gp, &f.cnt, &f.t, &f.nm) }
+
+// sumArgs is one member's folded updates in a packed apply call.
+type sumArgs struct {
+	member string
+	d      int64 // the sum of their values
+	ab     int64 // the sum of their magnitudes (<= luaHeadroom): the range check
+	tq     int64 // tie boards: the latest tie, floor(ms / tie unit); else 0
+}
+
+// sumFields are the Lua names apply.lua reads a sumArgs into, in ARGV
+// order.
+var sumFields = []string{"member", "d", "ab", "tq"}
+
+func (m *sumArgs) add(args []any) []any { return append(args, &m.member, &m.d, &m.ab, &m.tq) }
 
 // The ops of register.lua.
 const (

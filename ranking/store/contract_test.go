@@ -58,6 +58,7 @@ func TestLuaContract(t *testing.T) {
 		{"local sp = {", spanFields, len((&spanArgs{}).add(nil))},
 		{"local mk = {", markFields, len((&markArgs{}).add(nil))},
 		{"local DD = {", dedupeFields, len((&dedupeArgs{}).add(nil))},
+		{"local f = {", foldFields, len((&foldArgs{}).add(nil))},
 	} {
 		if got := readOrder(t, "apply.lua", c.start); !slices.Equal(got, c.fields) {
 			t.Errorf("apply.lua reads %q as\n%v\ncontract.go has\n%v", c.start, got, c.fields)
@@ -134,10 +135,23 @@ func TestLuaContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := regexp.MustCompile(`local (\w+), (\w+), (\w+), (\w+) = A\[pos\], tonumber\(A\[pos \+ 1\]\), A\[pos \+ 2\], A\[pos \+ 3\]`).FindStringSubmatch(string(src)); m == nil {
-		t.Errorf("apply.lua does not read an event head as local <id>, <n>, <shard>, <fp> = A[pos], tonumber(A[pos + 1]), ...")
-	} else if got := m[1:]; !slices.Equal(got, eventFields) {
-		t.Errorf("apply.lua reads an event head as\n%v\ncontract.go eventFields is\n%v", got, eventFields)
+	head := regexp.MustCompile(`local (\w+), (\w+), (\w+), (\w+), (\w+) = A\[pos\], tonumber\(A\[pos \+ 1\]\), A\[pos \+ 2\], A\[pos \+ 3\], A\[pos \+ 4\]\n`)
+	if ms := head.FindAllStringSubmatch(string(src), -1); len(ms) != 2 {
+		t.Errorf("apply.lua reads an event head %d times as local <id>, <n>, <shard>, <fp>, <template> = A[pos], tonumber(A[pos + 1]), ..., want 2 (packed and per update)", len(ms))
+	} else {
+		for _, m := range ms {
+			if got := m[1:]; !slices.Equal(got, eventFields) {
+				t.Errorf("apply.lua reads an event head as\n%v\ncontract.go eventFields is\n%v", got, eventFields)
+			}
+		}
+	}
+	if m := regexp.MustCompile(`local (\w+), (\w+), (\w+), (\w+) = A\[pos\], tonumber\(A\[pos \+ 1\]\), tonumber\(A\[pos \+ 2\]\), tonumber\(A\[pos \+ 3\]\)\n`).FindStringSubmatch(string(src)); m == nil {
+		t.Errorf("apply.lua does not read a member's sum as local <member>, <d>, <ab>, <tq> = A[pos], tonumber(A[pos + 1]), ...")
+	} else if got := m[1:]; !slices.Equal(got, sumFields) {
+		t.Errorf("apply.lua reads a member's sum as\n%v\ncontract.go sumFields is\n%v", got, sumFields)
+	}
+	if n := len((&sumArgs{}).add(nil)); n != len(sumFields) {
+		t.Errorf("sumArgs.add writes %d values, sumFields has %d", n, len(sumFields))
 	}
 	if n := len((&eventArgs{}).add(nil)); n != len(eventFields) {
 		t.Errorf("eventArgs.add writes %d values, eventFields has %d", n, len(eventFields))

@@ -65,7 +65,8 @@ func BenchmarkPlanArgs(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, c := range calls {
-			c.argv = c.args(s, positionArgs{}, nil, nil)
+			c.packed = true
+			c.argv = c.args(s)
 		}
 		for _, c := range calls {
 			c.release() // as applyAll does

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rankd/rankd/ranking"
@@ -45,6 +46,10 @@ type Store struct {
 	maxCall   int // updates per script call
 	chunk     int // members per rollover chunk
 	lockTTL   time.Duration
+	pack      bool         // packed apply calls (WithPacking)
+	replanned atomic.Int64 // when a packed call last gave up (unix ns): calls go per update for replanPause
+	replans   atomic.Int64 // packed calls that gave up
+	packs     atomic.Int64 // packed calls that held
 	knownMu   sync.Mutex
 	known     map[dimsKey]time.Time // dims tags registered in Redis, and when
 	rollWait  time.Duration
@@ -104,6 +109,24 @@ func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = no
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
+
+// WithPacking turns packed apply calls on or off (default on). A packed
+// call carries the updates of sum boards without keep_top or base folded
+// per member and judged by rankd, and only the others one by one; it is
+// sent again per update when it meets a duplicate or a member near its
+// range (see apply.lua), and calls are sent per update for replanPause
+// after that. Off: every call is per update, as before; tests compare the
+// two.
+func WithPacking(on bool) Option { return func(s *Store) { s.pack = on } }
+
+// replanPause is how long calls go per update after a packed call gave
+// up: duplicates come in runs (a redelivery after a crash or rebalance).
+// A variable for tests.
+var replanPause = 2 * time.Second
+
+// PackedCalls returns how many packed apply calls held, and how many met a
+// duplicate or a member near its range and were sent again per update.
+func (s *Store) PackedCalls() (held, replanned int64) { return s.packs.Load(), s.replans.Load() }
 
 // WithCallSize bounds the updates carried by one script call (default 500),
 // which bounds how long one call blocks Redis.
@@ -184,7 +207,7 @@ func newBoardState(b *ranking.Board) (*boardState, error) {
 func New(rdb redis.UniversalClient, boards []*ranking.Board, opts ...Option) (*Store, error) {
 	s := &Store{
 		rdb: rdb, boards: map[string]*boardState{}, prefix: DefaultPrefix, ttl: DefaultDedupeTTL, ddMinSets: DefaultDedupeMinSets,
-		now: time.Now, log: slog.Default(), maxCall: 500, chunk: 128, lockTTL: 30 * time.Second,
+		now: time.Now, log: slog.Default(), maxCall: 500, pack: true, chunk: 128, lockTTL: 30 * time.Second,
 		known: map[dimsKey]time.Time{}, rollWait: 30 * time.Second, idle: DefaultIdleTimeout,
 	}
 	_, s.cluster = rdb.(*redis.ClusterClient)

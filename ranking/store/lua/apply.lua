@@ -6,17 +6,30 @@
 --          nMarks x markArgs (contract.go), dedupeArgs, nBoards, nBoards x
 --          boardArgs (contract.go), nGroups, per group (stream): groupArgs,
 --            nPeriods, nPeriods x (id, startMs, endMs) (consecutive periods);
---          nEvents, per event: eventArgs (its message ID, nUpdates, its
---            ID's shard hash and fingerprint: see below; shard hash "": the
---            caller decided the event is new, see Event.Decided), nUpdates x
---            updateArgs (gp: the
---            update's (stream, period) pair, numbering the periods of the
---            streams' tables in order from 1; LATE_GP: judged late by the
---            caller from the stream time of the event's partition)
+--          nEvents, packed (0/1), per event: eventArgs (its message ID,
+--            nUpdates sent, its ID's shard hash and fingerprint: see below;
+--            shard hash "": the caller decided the event is new, see
+--            Event.Decided; its verdict template, packed calls only),
+--            nUpdates x updateArgs (gp: the update's (stream, period) pair,
+--            numbering the periods of the streams' tables in order from 1;
+--            LATE_GP: judged late by the caller from the stream time of the
+--            event's partition); packed calls then: nFolds x (foldArgs,
+--            nm x sumArgs)
 -- Returns  {REFUSED_*, ...} when the call was refused (see below), else
 --          per event a string of status characters (ST_*), one per update;
 --          a duplicate repeats the verdict of the first delivery as
---          ST_REPEAT_LATE or ST_REPEAT_RANGE.
+--          ST_REPEAT_LATE or ST_REPEAT_RANGE. A packed call returns one
+--          string: the verdicts of the updates it was sent, in order.
+--
+-- Packed calls (apply.go, call.args): the caller has folded the updates of
+-- fast boards (sums without keep_top or base) per (stream, period, member)
+-- and judged them (late, tie out of range); only the other updates are
+-- sent one by one, and each event's template gives its verdicts with
+-- ST_BY_SCRIPT where the script judges. A packed call holds only when no
+-- event is a duplicate and no folded member could leave its range; else it
+-- gives up before it changes anything (REFUSED_REPLAN: the IDs it added
+-- are removed again, the position records are not written yet) and the
+-- caller sends it again per update.
 --
 -- Numbers are passed to redis.call as integer strings (int, prelude.lua).
 local prefix, dprefix = nx(), nx()
@@ -47,6 +60,7 @@ if P.gcheck == 1 then
   end
   if gc and gc ~= pc then call('HSET', P.poskey, POS_GENS, gc) end
 end
+local poshs -- the spans' new records: written once the call can no longer give up
 if P.nspan > 0 then
   local stored, moved = {}, false
   for i, sp in ipairs(SP) do
@@ -58,9 +72,8 @@ if P.nspan > 0 then
     for i = 1, P.nspan do out[i + 1] = stored[i] end
     return out
   end
-  local hs = {}
-  for _, sp in ipairs(SP) do hs[#hs + 1] = sp.f; hs[#hs + 1] = sp.set end
-  call('HSET', P.poskey, unpack(hs))
+  poshs = {}
+  for _, sp in ipairs(SP) do poshs[#poshs + 1] = sp.f; poshs[#poshs + 1] = sp.set end
 end
 -- Dedupe (dedupe.go). A message ID is held as a 64-bit fingerprint (fp,
 -- an integer, so a set of them is an intset: 8 bytes each) in a set of
@@ -88,6 +101,7 @@ if DD.call ~= '' then
   callkey = dprefix .. DD_CALLS .. DD.call
   local done = call('GET', callkey)
   if done then
+    if poshs then call('HSET', P.poskey, unpack(poshs)) end
     local out = {}
     for v in string.gmatch(done, '[^,]+') do out[#out + 1] = v end
     return out
@@ -138,6 +152,8 @@ for _, b in ipairs(BK) do
   end
 end
 local AK, AS = DD.cur.lk[DD.cur.l], -DD.cur.bits[DD.cur.l]
+local packed -- read with the events
+local ADK, ADF = {}, {} -- packed: the sets and IDs this call added
 -- fresh adds fp to the current bucket's last layer unless a set holds it;
 -- it returns whether it added it, and the bucket that holds it
 local function fresh(sh, fp)
@@ -145,9 +161,17 @@ local function fresh(sh, fp)
     if call('SISMEMBER', CK[i] .. string.sub(sh, CS[i]), fp) == 1 then return false, CB[i] end
   end
   local b = DD.cur
-  if call('SADD', AK .. string.sub(sh, AS), fp) == 0 then return false, b end
+  local k = AK .. string.sub(sh, AS)
+  if call('SADD', k, fp) == 0 then return false, b end
   b.added = b.added + 1
+  if packed then ADK[b.added], ADF[b.added] = k, fp end
   return true, b
+end
+-- giveup undoes what a packed call changed (the IDs it added) and returns
+-- its refusal
+local function giveup()
+  for i = 1, #ADK do call('SREM', ADK[i], ADF[i]) end
+  return {REFUSED_REPLAN}
 end
 
 local B = {}
@@ -157,16 +181,16 @@ for bi = 1, nn() do
   b.tb = 2 ^ b.tbits
   b.minttl = b.grace
   if b.minttl < MIN_TTL_MS then b.minttl = MIN_TTL_MS end
-  B[bi] = b
+  B[bi] = {__index = b} -- a group's metatable: it reads its board's fields
 end
 local G, GPG, GPP, ngp = {}, {}, {}, 0 -- gp -> group, period index
 for gi = 1, nn() do
-  local g = {tag = nx(), board = nn()}
-  for k, v in pairs(B[g.board]) do g[k] = v end
-  g.periods, g.recs, g.touched, g.fd, g.fabs, g.fm, g.fq = {}, {}, {}, {}, {}, {}, {}
+  -- (the fields set here are in the constructor: no table grows)
+  local g = {tag = nx(), board = nn(), periods = {}, recs = {}, touched = {}, fd = {}, fabs = {}, fm = {}, fq = {},
+             kb = '', tk = '', gp0 = ngp, olds = {}, rolls = {}}
+  setmetatable(g, B[g.board])
   g.kb = prefix .. ':{' .. g.tag .. '}:'
   g.tk = g.kb .. KIND_TOTAL .. ':' .. PERIOD_ALL
-  g.gp0 = ngp
   for i = 1, nn() do
     ngp = ngp + 1
     GPG[ngp], GPP[ngp] = g, i
@@ -296,12 +320,57 @@ end
 -- evoff[e+1]-1]; bad[e] marks an original event with a verdict other than
 -- applied (stored with its dedupe key at the end).
 local C, GPOF, evoff, evpos, dupof, bad = {}, {}, {}, {}, {}, {} -- GPOF: the update's gp, by verdict index
-local evbk, evfp = {}, {} -- per event: its dedupe bucket and fingerprint
+local evbk, evfp, evtm = {}, {}, {} -- per event: its dedupe bucket, fingerprint and template (packed)
 local nc, orig = 0, nil
 local slowq, slowc, slowe, slowg, slowp, nslow = {}, {}, {}, {}, {}, 0
+local cnt = {} -- updates applied per gp
 local nev = nn()
-for e = 1, nev do
-  local id, nu, sh, fp = A[pos], tonumber(A[pos + 1]), A[pos + 2], A[pos + 3]
+packed = nn() == 1
+if packed then
+  -- each event: its dedupe, then its updates of slow boards; then the
+  -- folded sums, into the fast path's tables
+  for e = 1, nev do
+    local id, nu, sh, fp, tm = A[pos], tonumber(A[pos + 1]), A[pos + 2], A[pos + 3], A[pos + 4]
+    pos = pos + EVENT_ARGS
+    local isnew, bk = fresh(sh, fp)
+    if not isnew then return giveup() end
+    evpos[e], evoff[e], evbk[e], evfp[e], evtm[e] = pos, nc + 1, bk, fp, tm
+    for i = 1, nu do
+      local q = pos + (i - 1) * UPDATE_ARGS
+      local k = tonumber(A[q + U_GP])
+      local g, pi = GPG[k], GPP[k]
+      nc = nc + 1
+      GPOF[nc] = k
+      want(g, pi, A[q + U_MEMBER], A[q + U_BASE])
+      nslow = nslow + 1
+      slowq[nslow], slowc[nslow], slowe[nslow], slowg[nslow], slowp[nslow] = q, nc, e, g, pi
+    end
+    pos = pos + UPDATE_ARGS * nu
+  end
+  for _ = 1, nn() do
+    local f = {gp = nn(), cnt = nn(), t = nn(), nm = nn()}
+    local g, pi = GPG[f.gp], GPP[f.gp]
+    if g.st == nil or f.t > g.st then g.st = f.t end
+    if g.window == WINDOW_ROLLING then
+      local ps = g.periods[pi].s
+      if g.head == nil or ps > g.head then g.head = ps end
+    end
+    if f.cnt > 0 then cnt[f.gp] = (cnt[f.gp] or 0) + f.cnt end
+    if f.nm > 0 then
+      local fd, fabs, fm, fq = {}, {}, {}, {}
+      g.fd[pi], g.fabs[pi], g.fm[pi], g.fq[pi] = fd, fabs, fm, fq
+      local tie = g.mode ~= TIE_NONE
+      for j = 1, f.nm do
+        local member, d, ab, tq = A[pos], tonumber(A[pos + 1]), tonumber(A[pos + 2]), tonumber(A[pos + 3])
+        pos = pos + SUM_ARGS
+        fm[j], fd[member], fabs[member] = member, d, ab
+        if tie then fq[member] = tq end
+      end
+    end
+  end
+end
+for e = 1, packed and 0 or nev do
+  local id, nu, sh, fp, tm = A[pos], tonumber(A[pos + 1]), A[pos + 2], A[pos + 3], A[pos + 4]
   pos = pos + EVENT_ARGS
   local isnew, bk = true, nil -- a decided event is new and not held
   if sh ~= '' then isnew, bk = fresh(sh, fp) end
@@ -486,6 +555,25 @@ local function rolls(g)
   end
 end
 
+-- the fast path's old values, read before anything is written: a packed
+-- call gives up here if a member's sum could leave its range
+for _, g in ipairs(G) do
+  g.olds = {}
+  for pi, fm in pairs(g.fm) do
+    local olds = many('ZMSCORE', (g.window == WINDOW_TOTAL) and g.tk or g.periods[pi].pk, fm)
+    g.olds[pi] = olds
+    if packed then
+      local fabs = g.fabs[pi]
+      for i, member in ipairs(fm) do
+        local old, ab = 0, fabs[member]
+        if olds[i] then old = dec(g.mode, g.tb, tonumber(olds[i])) end
+        if not (ab <= HEADROOM and old + ab <= g.hi and old - ab >= g.lo) then return giveup() end
+      end
+    end
+  end
+end
+if poshs then call('HSET', P.poskey, unpack(poshs)) end
+
 -- writes
 for gi, g in ipairs(G) do
   g.rolls = {}
@@ -502,7 +590,7 @@ for gi, g in ipairs(G) do
     local tie = g.mode ~= TIE_NONE
     local tbase
     if g.window == WINDOW_TOTAL then tbase = floor(g.epoch / g.unit) else tbase = p.q end
-    local olds = many('ZMSCORE', zk, fm)
+    local olds = g.olds[pi]
     local out = {}
     for i, member in ipairs(fm) do
       local d, ab = fd[member], fabs[member]
@@ -625,8 +713,32 @@ end
 -- that a redelivered message is dead-lettered again rather than lost
 -- (and the updates applied per stream and period: the standings' event
 -- counts, one HINCRBY per (stream, period) of the call)
-local out, cnt = {}, {}
-for e = 1, nev do
+local out = {}
+if packed then
+  -- the sent updates' verdicts, and each event's whole verdict (its
+  -- template filled in) kept with its dedupe key when not all applied
+  for c = 1, nc do
+    if C[c] == ST_APPLIED then
+      local k = GPOF[c]
+      cnt[k] = (cnt[k] or 0) + 1
+    end
+  end
+  for e = 1, nev do
+    local tm = evtm[e]
+    if tm ~= '' then
+      local v, j = {}, evoff[e]
+      for i = 1, #tm do
+        local ch = string.sub(tm, i, i)
+        if ch == ST_BY_SCRIPT then ch = C[j]; j = j + 1 end
+        v[i] = ch
+      end
+      v = table.concat(v)
+      if string.find(v, '[^' .. ST_APPLIED .. ']') then call('HSET', evbk[e].vk, evfp[e], v) end
+    end
+  end
+  out[1] = table.concat(C, '', 1, nc)
+end
+for e = 1, packed and 0 or nev do
   if not dupof[e] then
     local off, nu = evoff[e], evoff[e + 1] - evoff[e]
     if nu == 1 then out[e] = C[off] else out[e] = table.concat(C, '', off, off + nu - 1) end
@@ -639,7 +751,7 @@ for e = 1, nev do
     end
   end
 end
-for e = 1, nev do
+for e = 1, packed and 0 or nev do
   local orig = dupof[e]
   if orig then
     if type(orig) == 'number' then orig = out[orig] end
