@@ -139,6 +139,18 @@ func New(cfg *config.Config, log *slog.Logger, tune Tuning) (*Stack, error) {
 		_ = rdb.Close()
 		return nil, err
 	}
+	for _, r := range []string{"held", "replanned"} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "rankd", Subsystem: "sink", Name: "packed_calls_total", ConstLabels: prometheus.Labels{"result": r},
+			Help: "Packed apply calls (sum boards folded per member by rankd), by result: held, or replanned (a duplicate or a member near its range: sent again per update)."},
+			func() float64 {
+				held, replanned := st.PackedCalls()
+				if r == "held" {
+					return float64(held)
+				}
+				return float64(replanned)
+			}))
+	}
 	copts := []consumer.Option{consumer.WithRegisterer(reg), consumer.WithLogger(log)}
 	sink, err := consumer.NewRankingSink(cfg.Schemas(), router, st, copts...)
 	if err != nil {
