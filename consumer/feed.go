@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -26,15 +27,18 @@ type feed struct {
 }
 
 type feedPart struct {
-	epoch  int
+	// epoch grows at every start and stop (under feed.mu); it is read
+	// without the lock for every message (current)
+	epoch  atomic.Int64
 	cancel context.CancelFunc // nil: stopped
 }
 
-// fed is a message, the epoch of the reader that fetched it and when it
-// was fetched (mono).
+// fed is a message, its partition and the epoch of the reader that
+// fetched it, and when it was fetched (mono).
 type fed struct {
 	m     kafka.Message
-	epoch int
+	part  *feedPart
+	epoch int64
 	at    int64
 }
 
@@ -61,11 +65,10 @@ func (f *feed) start(k partitionKey, offset int64) {
 	if p.cancel != nil {
 		p.cancel()
 	}
-	p.epoch++
+	epoch := p.epoch.Add(1)
 	ctx, cancel := context.WithCancel(f.ctx)
 	p.cancel = cancel
-	epoch := p.epoch
-	f.wg.Go(func() { f.read(ctx, k, offset, epoch) })
+	f.wg.Go(func() { f.read(ctx, k, offset, p, epoch) })
 }
 
 // stop stops reading k; messages fetched before from k are dropped.
@@ -75,16 +78,15 @@ func (f *feed) stop(k partitionKey) {
 	if p := f.part[k]; p != nil && p.cancel != nil {
 		p.cancel()
 		p.cancel = nil
-		p.epoch++
+		p.epoch.Add(1)
 	}
 }
 
-// current reports whether m comes from k's current reader.
+// current reports whether m comes from its partition's current reader:
+// none was started or stopped since it fetched m (each moves the epoch
+// on, and a stopped partition has no reader of the new epoch).
 func (f *feed) current(m fed) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	p := f.part[partitionKey{m.m.Topic, m.m.Partition}]
-	return p != nil && p.cancel != nil && p.epoch == m.epoch
+	return m.part.epoch.Load() == m.epoch
 }
 
 // close stops every reader and waits for them; the generation's context
@@ -101,7 +103,7 @@ func (f *feed) close() {
 }
 
 // read fetches k from offset into the channel until ctx is done.
-func (f *feed) read(ctx context.Context, k partitionKey, offset int64, epoch int) {
+func (f *feed) read(ctx context.Context, k partitionKey, offset int64, p *feedPart, epoch int64) {
 	log := f.log.With("topic", k.topic, "partition", k.partition)
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers:         f.cfg.Brokers,
@@ -136,7 +138,7 @@ func (f *feed) read(ctx context.Context, k partitionKey, offset int64, epoch int
 		}
 		failures = 0
 		select {
-		case f.ch <- fed{m: m, epoch: epoch, at: mono()}:
+		case f.ch <- fed{m: m, part: p, epoch: epoch, at: mono()}:
 		case <-ctx.Done():
 			return
 		}
