@@ -673,7 +673,7 @@ func (c *call) addEvent(s *Store, ev *Event, ups []*ranking.Update, tags []strin
 	}
 	c.sh = append(c.sh, sh[:]...) // args() sends "" for a decided event
 	c.decided = c.decided || ev.Decided
-	c.evs = append(c.evs, eventArgs{id: ev.ID, n: len(idx), idKey: idKey{fp: fp}, decided: ev.Decided})
+	c.evs = append(c.evs, eventArgs{msgID: ev.ID, n: len(idx), idKey: idKey{fp: fp}, decided: ev.Decided})
 	for _, i := range idx {
 		u := ups[i]
 		g := c.groups[tags[i]]
@@ -801,7 +801,7 @@ func (c *call) args(s *Store) []any {
 			ev.sh = shs[e*shDigits : (e+1)*shDigits]
 		}
 		nu := c.events[e]
-		ev.n, ev.tmpl = len(nu), ""
+		ev.id, ev.n, ev.tmpl = ev.msgID, len(nu), ""
 		if !c.packed {
 			args = ev.add(args)
 			for k := next; k < next+len(nu); k++ {
@@ -810,11 +810,14 @@ func (c *call) args(s *Store) []any {
 			next += len(nu)
 			continue
 		}
-		ev.n = 0
+		ev.id, ev.n = "", 0
 		all := true
 		for k := next; k < next+len(nu); k++ {
 			if c.pre[k] == luaByScript {
 				ev.n++
+				if c.gorder[c.ups[k].group-1].st.b.Aggregate == ranking.AggLast {
+					ev.id = ev.msgID // the script compares it (apply.lua's judge)
+				}
 			}
 			all = all && c.pre[k] == luaApplied
 		}

@@ -363,7 +363,8 @@ func (g *groupArgs) add(args []any) []any { return append(args, g.tag, g.board) 
 // eventArgs is the ARGV head of one event of an apply call; the updates
 // sent follow.
 type eventArgs struct {
-	id      string // its message ID
+	id      string // its message ID as sent: a packed call sends "" unless a last board judges by it
+	msgID   string // its message ID (not sent)
 	n       int    // number of updates sent (a packed call sends only those of slow boards)
 	idKey          // its ID's shard hash and fingerprint (dedupe.go); sh "": decided (Event.Decided)
 	tmpl    string // packed calls: its verdicts, luaByScript for the updates sent; "": all applied
