@@ -23,8 +23,10 @@ import (
 // BenchmarkApplyWorkload applies the standard workload (70% like, 20%
 // comment, 10% gift; anchors zipf(1.1) over 100k, users zipf(1.05) over 1M,
 // as `rankd produce` generates it) routed by the example config into its 9
-// boards, in batches of 2,000 events, and reports Redis server CPU per event
-// and per update (INFO cpu) and events/s. With RANKD_BENCH_STATS=1 it also
+// boards, in batches of 2,000 events applied as live consumption applies
+// them (ApplyFrom, one partition), once per update and once packed
+// (WithPacking), and reports Redis server CPU per event and per update
+// (INFO cpu) and events/s. With RANKD_BENCH_STATS=1 it also
 // prints INFO commandstats per event (where the Redis time goes):
 //
 //	go test -run '^$' -bench BenchmarkApplyWorkload -benchtime 20x ./ranking/store/
