@@ -792,7 +792,6 @@ func (c *call) args(s *Store) []any {
 		c.packed = false
 	}
 	args = append(args, len(c.events), b01(c.packed))
-	next := 0
 	shs := string(c.sh) // one allocation for the call's shard hashes
 	for e := range c.evs {
 		ev := &c.evs[e] // args point into c.evs and c.ups: they stay as they are until the call has run
@@ -800,19 +799,28 @@ func (c *call) args(s *Store) []any {
 		if !ev.decided {
 			ev.sh = shs[e*shDigits : (e+1)*shDigits]
 		}
-		nu := c.events[e]
-		ev.id, ev.n, ev.tmpl = ev.msgID, len(nu), ""
-		if !c.packed {
+	}
+	if !c.packed {
+		next := 0
+		for e := range c.evs {
+			ev, nu := &c.evs[e], len(c.events[e])
+			ev.id, ev.n, ev.tmpl = ev.msgID, nu, ""
 			args = ev.add(args)
-			for k := next; k < next+len(nu); k++ {
+			for k := next; k < next+nu; k++ {
 				args = c.ups[k].add(args)
 			}
-			next += len(nu)
-			continue
+			next += nu
 		}
-		ev.id, ev.n = "", 0
+		return args
+	}
+	// packed: the plain events (every update folded and applied), then
+	// the others with their verdict template and the updates sent
+	plain, next := 0, 0
+	for e := range c.evs {
+		ev, nu := &c.evs[e], len(c.events[e])
+		ev.id, ev.n, ev.tmpl = "", 0, ""
 		all := true
-		for k := next; k < next+len(nu); k++ {
+		for k := next; k < next+nu; k++ {
 			if c.pre[k] == luaByScript {
 				ev.n++
 				if c.gorder[c.ups[k].group-1].st.b.Aggregate == ranking.AggLast {
@@ -822,27 +830,41 @@ func (c *call) args(s *Store) []any {
 			all = all && c.pre[k] == luaApplied
 		}
 		if !all {
-			tmpl := make([]byte, len(nu))
+			tmpl := make([]byte, nu)
 			for i := range tmpl {
 				tmpl[i] = byte(c.pre[next+i])
 			}
 			ev.tmpl = string(tmpl)
 		}
-		args = ev.add(args)
-		for k := next; k < next+len(nu); k++ {
-			if c.pre[k] == luaByScript {
-				args = c.ups[k].add(args)
+		if all && ev.n == 0 {
+			plain++
+		}
+		next += nu
+	}
+	args = append(args, plain)
+	for e := range c.evs {
+		if ev := &c.evs[e]; ev.tmpl == "" && ev.n == 0 {
+			args = ev.addPlain(args)
+		}
+	}
+	next = 0
+	for e := range c.evs {
+		ev, nu := &c.evs[e], len(c.events[e])
+		if ev.tmpl != "" || ev.n > 0 {
+			args = ev.add(args)
+			for k := next; k < next+nu; k++ {
+				if c.pre[k] == luaByScript {
+					args = c.ups[k].add(args)
+				}
 			}
 		}
-		next += len(nu)
+		next += nu
 	}
-	if c.packed {
-		args = append(args, len(c.folds))
-		for f := range c.folds {
-			args = c.folds[f].add(args)
-			for _, m := range c.fsums[f] {
-				args = c.sums[m].add(args)
-			}
+	args = append(args, len(c.folds))
+	for f := range c.folds {
+		args = c.folds[f].add(args)
+		for _, m := range c.fsums[f] {
+			args = c.sums[m].add(args)
 		}
 	}
 	return args

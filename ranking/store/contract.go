@@ -257,7 +257,7 @@ var luaConsts = append(luaEnums(), []luaConst{
 	{"REG_OP_OPEN", regOpOpen}, {"REG_OP_COUNT", regOpCount},
 	{"GENS_OP_RESERVE", gensOpReserve}, {"GENS_OP_BUILD", gensOpBuild}, {"GENS_OP_SWITCH", gensOpSwitch}, {"GENS_OP_PENDING", gensOpPending}, {"GENS_OP_DROPPED", gensOpDropped},
 	{"HEADROOM", luaHeadroom}, {"MAX_UNPACK", luaMaxUnpack}, {"MIN_TTL_MS", luaMinTTLMs},
-	{"UPDATE_ARGS", len(updateFields)}, {"EVENT_ARGS", len(eventFields)}, {"SUM_ARGS", len(sumFields)},
+	{"UPDATE_ARGS", len(updateFields)}, {"EVENT_ARGS", len(eventFields)}, {"SUM_ARGS", len(sumFields)}, {"PLAIN_ARGS", len(plainEventFields)},
 	{"DD_META", ddMeta}, {"DD_CALLS", ddCalls}, {"DD_SWEEP", ddSweep}, {"DD_INC", ddInc}, {"DD_DYING", ddDying}, {"DD_VERDICTS", ddVerdicts},
 	{"DD_FILL", ddFill}, {"DD_GROWTH", ddGrowth}, {"DD_GROWTH_BITS", ddGrowthBits}, {"DD_LAYER_AT", ddLayerAt},
 	{"DD_SWEEP_KEYS", ddSweepKeys}, {"DD_SWEEP_MS", ddSweepMs},
@@ -379,6 +379,15 @@ var eventFields = []string{"id", "nu", "sh", "fp", "tm"}
 // to; a pointer costs no allocation): e must not change until the call
 // has run.
 func (e *eventArgs) add(args []any) []any { return append(args, &e.id, &e.n, &e.sh, &e.fp, &e.tmpl) }
+
+// plainEventFields are the Lua names apply.lua reads a plain event of a
+// packed call into (eventArgs.addPlain: one whose updates were all folded
+// and applied by the caller, so that the script only dedupes it), in ARGV
+// order.
+var plainEventFields = []string{"sh", "fp"}
+
+// addPlain appends pointers to e's shard hash and fingerprint, as add does.
+func (e *eventArgs) addPlain(args []any) []any { return append(args, &e.sh, &e.fp) }
 
 // foldArgs is the ARGV head of the folded updates of one (stream, period)
 // of a packed apply call; nm sumArgs follow.

@@ -150,6 +150,14 @@ func TestLuaContract(t *testing.T) {
 	} else if got := m[1:]; !slices.Equal(got, sumFields) {
 		t.Errorf("apply.lua reads a member's sum as\n%v\ncontract.go sumFields is\n%v", got, sumFields)
 	}
+	if m := regexp.MustCompile(`local (\w+), (\w+) = A\[pos\], A\[pos \+ 1\]\n`).FindStringSubmatch(string(src)); m == nil {
+		t.Errorf("apply.lua does not read a plain event as local <shard>, <fp> = A[pos], A[pos + 1]")
+	} else if got := m[1:]; !slices.Equal(got, plainEventFields) {
+		t.Errorf("apply.lua reads a plain event as\n%v\ncontract.go plainEventFields is\n%v", got, plainEventFields)
+	}
+	if n := len((&eventArgs{}).addPlain(nil)); n != len(plainEventFields) {
+		t.Errorf("eventArgs.addPlain writes %d values, plainEventFields has %d", n, len(plainEventFields))
+	}
 	if n := len((&sumArgs{}).add(nil)); n != len(sumFields) {
 		t.Errorf("sumArgs.add writes %d values, sumFields has %d", n, len(sumFields))
 	}

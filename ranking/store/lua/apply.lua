@@ -6,7 +6,9 @@
 --          nMarks x markArgs (contract.go), dedupeArgs, nBoards, nBoards x
 --          boardArgs (contract.go), nGroups, per group (stream): groupArgs,
 --            nPeriods, nPeriods x (id, startMs, endMs) (consecutive periods);
---          nEvents, packed (0/1), per event: eventArgs (its message ID,
+--          nEvents, packed (0/1), [packed: nPlain, nPlain x plain events'
+--            (shard hash, fingerprint), then the others:] per event:
+--            eventArgs (its message ID,
 --            nUpdates sent, its ID's shard hash and fingerprint: see below;
 --            shard hash "": the caller decided the event is new, see
 --            Event.Decided; its verdict template, packed calls only),
@@ -327,8 +329,18 @@ local cnt = {} -- updates applied per gp
 local nev = nn()
 packed = nn() == 1
 if packed then
-  -- each event: its dedupe, then its updates of slow boards; then the
-  -- folded sums, into the fast path's tables
+  -- plain events (all their updates folded and applied by the caller):
+  -- their dedupe only
+  local nplain = nn()
+  for _ = 1, nplain do
+    local sh, fp = A[pos], A[pos + 1]
+    pos = pos + PLAIN_ARGS
+    if not fresh(sh, fp) then return giveup() end
+  end
+  -- the others: their dedupe, then their updates of slow boards; then
+  -- the folded sums, into the fast path's tables. From here on events
+  -- are the others only.
+  nev = nev - nplain
   for e = 1, nev do
     local id, nu, sh, fp, tm = A[pos], tonumber(A[pos + 1]), A[pos + 2], A[pos + 3], A[pos + 4]
     pos = pos + EVENT_ARGS
