@@ -829,28 +829,27 @@ func (c *call) args(s *Store) []any {
 			}
 			all = all && c.pre[k] == luaApplied
 		}
-		if !all {
+		if all { // (an update the script judges is not applied by the caller)
+			plain++
+		} else {
 			tmpl := make([]byte, nu)
 			for i := range tmpl {
 				tmpl[i] = byte(c.pre[next+i])
 			}
 			ev.tmpl = string(tmpl)
 		}
-		if all && ev.n == 0 {
-			plain++
-		}
 		next += nu
 	}
 	args = append(args, plain)
 	for e := range c.evs {
-		if ev := &c.evs[e]; ev.tmpl == "" && ev.n == 0 {
+		if ev := &c.evs[e]; ev.tmpl == "" {
 			args = ev.addPlain(args)
 		}
 	}
 	next = 0
 	for e := range c.evs {
 		ev, nu := &c.evs[e], len(c.events[e])
-		if ev.tmpl != "" || ev.n > 0 {
+		if ev.tmpl != "" {
 			args = ev.add(args)
 			for k := next; k < next+nu; k++ {
 				if c.pre[k] == luaByScript {
@@ -909,11 +908,9 @@ func (c *call) fold(ngp int) bool {
 		var tq int64
 		if st.tieMode != luaTieNone {
 			tq = ranking.FloorDiv(u.timeMs, st.unitMs)
-			if st.b.Window == ranking.WindowTotal {
-				if off := tq - ranking.FloorDiv(st.epochMs, st.unitMs); off < 0 || off > st.codec.MaxTie() {
-					c.pre[k] = luaOutOfRange
-					continue
-				}
+			if st.tieOutOfRange(tq) {
+				c.pre[k] = luaOutOfRange
+				continue
 			}
 		}
 		ab := u.value

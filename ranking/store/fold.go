@@ -120,11 +120,9 @@ func (f *Folder) Fold(ups []ranking.Update, out []ranking.Status) error {
 			fs.stMs, fs.hasST = t, true
 		}
 		q := ranking.FloorDiv(t, st.unitMs)
-		if st.b.Window == ranking.WindowTotal && st.tieMode != luaTieNone {
-			if off := q - ranking.FloorDiv(st.epochMs, st.unitMs); off < 0 || off > st.codec.MaxTie() {
-				out[i] = ranking.StatusOutOfRange
-				continue
-			}
+		if st.tieOutOfRange(q) {
+			out[i] = ranking.StatusOutOfRange
+			continue
 		}
 		m := fp.members[u.Member]
 		// |old| <= hi: a value beyond 2*hi leaves the range whatever the

@@ -155,6 +155,17 @@ type boardState struct {
 	slot    int    // its slot (cluster)
 }
 
+// tieOutOfRange reports whether an update with tie q (floor(ms / tie
+// unit)) leaves the board's tie horizon: only a total board with a tie
+// has one (apply.lua judges the same).
+func (st *boardState) tieOutOfRange(q int64) bool {
+	if st.b.Window != ranking.WindowTotal || st.tieMode == luaTieNone {
+		return false
+	}
+	off := q - ranking.FloorDiv(st.epochMs, st.unitMs)
+	return off < 0 || off > st.codec.MaxTie()
+}
+
 // dimsKey names a (board, dims) stream of the dims registry: the board and
 // its tag.
 type dimsKey struct{ board, tag string }
