@@ -135,6 +135,9 @@ func (e *env) latency(ctx context.Context, rate float64) (*Latency, error) {
 		ProduceP50Ms: pr.ProduceP50Ms, Redis: res.Redis, API: res.API, CacheTTL: rs.cfg.API.CacheTTL.String(),
 		TrafficCPU: round((cpu1-cpu0).Seconds()/after.at.Sub(before.at).Seconds(), 2)}
 	l.CPU = cpu(before, after, n, int64(updates1-updates0), after.at.Sub(before.at))
+	if l.Commands, err = e.commandStats(ctx, n, after.redis-before.redis); err != nil {
+		return nil, err
+	}
 	return l, nil
 }
 

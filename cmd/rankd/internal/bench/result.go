@@ -208,6 +208,7 @@ type Latency struct {
 	// and polls, apart from rankd (traffic.go).
 	TrafficCPU float64 `json:"traffic_cpu"`
 	CPU
+	Commands Commands `json:"redis_commands"`
 }
 
 // Visible is the latency of the markers as one poller saw them.
@@ -291,10 +292,14 @@ func (r *Result) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "rankd drains %.1fx as fast as the naive consumer and %.2fx as fast as the seed script pipelined\n",
 			r.Drain.RankdOverNaive, r.Drain.RankdOverSeed)
 	}
+	var lat *Commands
+	if r.Latency != nil {
+		lat = &r.Latency.Commands
+	}
 	for _, d := range []struct {
 		name string
 		c    *Commands
-	}{{"rankd", cmds(r.Drain.Rankd)}, {"naive", cmds(r.Drain.Naive)}, {"seed", cmds(r.Drain.Seed)}} {
+	}{{"rankd", cmds(r.Drain.Rankd)}, {"naive", cmds(r.Drain.Naive)}, {"seed", cmds(r.Drain.Seed)}, {"latency phase", lat}} {
 		if d.c == nil {
 			continue
 		}
