@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/store"
@@ -23,18 +24,50 @@ import (
 // memory (store.Folder) rather than by the store, which writes them at the
 // end.
 type Decider struct {
-	fold     Folder
-	mu       sync.Mutex
-	claims   map[store.IDKey]*claimBatch // the batch that applies the ID
-	verdicts map[store.IDKey][]ranking.Status
-	failed   error
+	fold Folder
+	// width is the dedupe buckets' width in ms (BucketBy; 0: every ID's
+	// bucket is unknown), step the resolution of the times kept, in ms
+	width, step int64
+	mu          sync.Mutex
+	claims      map[store.IDKey]*claimRef // the batch that applies the ID
+	verdicts    map[store.IDKey][]ranking.Status
+	parts       map[partitionKey]int32 // an index per partition
+	last        []int64                // the latest Kafka time (ms) of each partition's messages
+	failed      error
 }
+
+// decideSteps is how many steps of time a dedupe bucket has for a
+// Decider: it keeps its messages' Kafka times in steps of TTL/16, and
+// rounds them up (an ID is held at most a sixteenth of a TTL longer).
+const decideSteps = 16
 
 // claimBatch is one Apply of a deciding sink: done is closed once its
 // events are applied (or failed).
 type claimBatch struct {
 	done   chan struct{}
 	failed bool
+	refs   []*claimRef // one per dedupe bucket of its messages (few)
+}
+
+// claimRef is a batch's claim of the IDs of its messages of one partition
+// and step of Kafka time (-1: unknown): a pointer per ID, as the batch
+// alone would be.
+type claimRef struct {
+	batch *claimBatch
+	part  int32
+	at    int64
+}
+
+// ref returns b's claimRef of part and at.
+func (b *claimBatch) ref(part int32, at int64) *claimRef {
+	for _, r := range b.refs {
+		if r.part == part && r.at == at {
+			return r
+		}
+	}
+	r := &claimRef{batch: b, part: part, at: at}
+	b.refs = append(b.refs, r)
+	return r
 }
 
 // Folder is what a Decider folds updates with: store.Folder.
@@ -47,18 +80,48 @@ type Folder interface {
 // room for about expect IDs (growing a map of millions costs more than
 // filling it).
 func NewDecider(f Folder, expect int) *Decider {
-	return &Decider{fold: f, claims: make(map[store.IDKey]*claimBatch, expect), verdicts: map[store.IDKey][]ranking.Status{}}
+	return &Decider{fold: f, claims: make(map[store.IDKey]*claimRef, expect), verdicts: map[store.IDKey][]ranking.Status{},
+		parts: map[partitionKey]int32{}}
 }
 
-// claim records that batch applies key's message, unless an earlier one
-// claimed it: then it returns that one.
-func (d *Decider) claim(key store.IDKey, batch *claimBatch) (*claimBatch, bool) {
+// BucketBy makes Held give each ID the dedupe bucket (of width ttl, the
+// dedupe TTL: store.Store.DedupeBucket) in which live consumption, as far
+// behind as it is now, would have held it: the bucket of its message's
+// Kafka time plus its partition's lag, now minus the latest Kafka time of
+// the partition's messages claimed (live consumption applied those last).
+// RegisterIDs then holds it for as long as live consumption would have and
+// no longer (up to a sixteenth of a TTL more: times are kept in steps).
+// Call it before the first Apply.
+func (d *Decider) BucketBy(ttl time.Duration) {
+	d.width = ttl.Milliseconds()
+	d.step = max(d.width/decideSteps, 1)
+}
+
+// claim records that batch applies key's message, of Kafka time t in
+// partition k, unless an earlier one claimed it: then it returns that
+// one.
+func (d *Decider) claim(key store.IDKey, k partitionKey, t time.Time, batch *claimBatch) (*claimBatch, bool) {
+	ms := int64(-1) // unknown
+	if d.width > 0 && !t.IsZero() && t.Unix() > 0 {
+		ms = t.UnixMilli()
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if b, ok := d.claims[key]; ok {
-		return b, false
+	part, ok := d.parts[k]
+	if !ok {
+		part = int32(len(d.last))
+		d.parts[k] = part
+		d.last = append(d.last, -1)
 	}
-	d.claims[key] = batch
+	d.last[part] = max(d.last[part], ms)
+	if r, ok := d.claims[key]; ok {
+		return r.batch, false
+	}
+	at := int64(-1)
+	if ms >= 0 {
+		at = ms / d.step
+	}
+	d.claims[key] = batch.ref(part, at)
 	return batch, true
 }
 
@@ -103,19 +166,39 @@ func (d *Decider) verdict(ctx context.Context, key store.IDKey, batch *claimBatc
 	return d.verdicts[key], nil
 }
 
-// Held returns every ID claimed, with the statuses of those not all
-// applied, for store.Store.RegisterIDs, and forgets them (the slice takes
-// the map's memory, not twice it): call it once, when every batch is done.
-// It returns an error when an Apply failed.
-func (d *Decider) Held() ([]store.HeldID, error) {
+// Held returns every ID claimed, grouped by dedupe bucket (BucketBy; 0:
+// unknown) as of now, with the statuses of those not all applied, for
+// store.Store.RegisterIDs, and forgets them (the groups take the map's
+// memory, not twice it): call it once, when every batch is done. It
+// returns an error when an Apply failed.
+func (d *Decider) Held(now time.Time) ([]store.HeldBucket, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.failed != nil {
 		return nil, d.failed
 	}
-	out := make([]store.HeldID, 0, len(d.claims))
-	for k := range d.claims {
-		out = append(out, store.HeldID{Key: k, Statuses: d.verdicts[k]})
+	bucket := func(r *claimRef) int64 {
+		if r.at < 0 {
+			return 0
+		}
+		lag := max(now.UnixMilli()-d.last[r.part], 0)
+		return ((r.at+1)*d.step - 1 + lag) / d.width // the step's end: rounded up
+	}
+	count := map[int64]int{}
+	for _, r := range d.claims {
+		count[bucket(r)]++
+	}
+	all := make([]store.HeldID, len(d.claims))
+	out := make([]store.HeldBucket, 0, len(count))
+	at := map[int64]int{}
+	for b, n := range count {
+		at[b] = len(out)
+		out = append(out, store.HeldBucket{Bucket: b, IDs: all[:0:n]})
+		all = all[n:]
+	}
+	for k, r := range d.claims {
+		h := &out[at[bucket(r)]]
+		h.IDs = append(h.IDs, store.HeldID{Key: k, Statuses: d.verdicts[k]})
 	}
 	d.claims, d.verdicts = nil, nil
 	return out, nil

@@ -1,9 +1,12 @@
 package consumer
 
 import (
+	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/rankd/rankd/ranking/store"
 )
@@ -27,14 +30,14 @@ func TestDeciderMemory(t *testing.T) {
 	d := NewDecider(nil, n)
 	b := &claimBatch{done: make(chan struct{})}
 	for _, k := range keys {
-		if _, fresh := d.claim(k, b); !fresh {
+		if _, fresh := d.claim(k, partitionKey{"t", 0}, time.Time{}, b); !fresh {
 			t.Fatal("a fresh key was claimed before")
 		}
 	}
 	h1 := heap()
-	held, err := d.Held()
-	if err != nil || len(held) != n {
-		t.Fatalf("Held = %d IDs, %v; want %d", len(held), err, n)
+	held, err := d.Held(time.Now())
+	if err != nil || len(held) != 1 || len(held[0].IDs) != n || held[0].Bucket != 0 {
+		t.Fatalf("Held = %d buckets, %v; want %d IDs in bucket 0", len(held), err, n)
 	}
 	h2 := heap()
 	perID, after := float64(h1-h0)/n, float64(h2-h0)/n
@@ -44,4 +47,65 @@ func TestDeciderMemory(t *testing.T) {
 	}
 	runtime.KeepAlive(held)
 	runtime.KeepAlive(d)
+}
+
+// TestDeciderBuckets: Held groups the IDs by the dedupe bucket live
+// consumption would hold them in, running as far behind as it is: the
+// bucket of the first delivery's Kafka time plus its partition's lag (now
+// minus the latest Kafka time of the partition), the time rounded up to a
+// sixteenth of a bucket. A message without a time (or before 1970) is in
+// bucket 0, unknown.
+func TestDeciderBuckets(t *testing.T) {
+	d := NewDecider(nil, 8)
+	d.BucketBy(time.Hour)
+	b1, b2 := &claimBatch{done: make(chan struct{})}, &claimBatch{done: make(chan struct{})}
+	at := func(h, s int) time.Time { return time.Unix(int64(h)*3600+int64(s), 0) }
+	p := func(i int) partitionKey { return partitionKey{"t", i} }
+	for _, c := range []struct {
+		id    string
+		p     partitionKey
+		t     time.Time
+		batch *claimBatch
+		fresh bool
+	}{
+		// p0 and p1 are an hour behind (their latest: 11:00:05), p2 four
+		// hours (an idle partition: its last message was at 8)
+		{"a", p(0), at(10, 5), b1, true},
+		{"b", p(0), at(11, 5), b1, true},
+		{"c", p(1), at(10, 5), b2, true},
+		{"a", p(1), at(11, 5), b2, false}, // a duplicate still moves p1's latest time
+		{"d", p(1), time.Time{}, b2, true},
+		{"e", p(0), time.Unix(-5, 0), b1, true},
+		{"f", p(0), at(10, 3375), b2, true}, // 10:56:15, a step's start: 11:59:59.999 once an hour later
+		{"g", p(2), at(8, 5), b2, true},
+		{"h", p(2), at(6, 5), b1, true},
+		{"i", p(0), at(9, 3600-224), b1, true}, // 9:56:16, in the step that ends 9:59:59.999: bucket 10
+		{"j", p(0), at(9, 3600-226), b1, true}, // 9:56:14, in the one before: 10:56:14.999
+	} {
+		first, fresh := d.claim(store.KeyOf(c.id), c.p, c.t, c.batch)
+		if fresh != c.fresh || (fresh && first != c.batch) || (!fresh && first != b1) {
+			t.Fatalf("claim %s: fresh %v, want %v", c.id, fresh, c.fresh)
+		}
+	}
+	held, err := d.Held(at(12, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := map[store.IDKey]string{}
+	for _, id := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"} {
+		name[store.KeyOf(id)] = id
+	}
+	var got []string
+	for _, h := range held {
+		var ids []string
+		for _, id := range h.IDs {
+			ids = append(ids, name[id.Key])
+		}
+		slices.Sort(ids)
+		got = append(got, fmt.Sprint(h.Bucket, ids))
+	}
+	slices.Sort(got)
+	if want := "[0 [d e] 10 [h i j] 11 [a c f] 12 [b g]]"; fmt.Sprint(got) != want {
+		t.Fatalf("Held = %v, want %s", got, want)
+	}
 }

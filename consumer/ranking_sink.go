@@ -395,7 +395,7 @@ func (s *RankingSink) Decide(d *Decider) { s.decider.Store(d) }
 // the first delivery has applied. A batch resolves its own messages before
 // it waits for others', so batches waiting for each other cannot block.
 // The updates of boards d folds go to its Folder instead of the store.
-func (s *RankingSink) applyDecided(ctx context.Context, d *Decider, p *batchPlan) (ranking.Result, error) {
+func (s *RankingSink) applyDecided(ctx context.Context, d *Decider, msgs []kafka.Message, p *batchPlan) (ranking.Result, error) {
 	type later struct {
 		key    store.IDKey
 		first  *claimBatch
@@ -416,7 +416,7 @@ func (s *RankingSink) applyDecided(ctx context.Context, d *Decider, p *batchPlan
 			continue // no update: not sent, not held (as without a Decider)
 		}
 		key := store.KeyOf(mp.ev.ID)
-		if first, fresh := d.claim(key, batch); !fresh {
+		if first, fresh := d.claim(key, partitionKey{msgs[i].Topic, msgs[i].Partition}, msgs[i].Time, batch); !fresh {
 			laters = append(laters, later{key, first, mp.lo, mp.hi})
 			continue
 		}
@@ -505,7 +505,7 @@ func (s *RankingSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLe
 	defer s.release(&p)
 	var res ranking.Result
 	if d := s.decider.Load(); s.replay && d != nil {
-		res, err = s.applyDecided(ctx, d, &p)
+		res, err = s.applyDecided(ctx, d, msgs, &p)
 	} else if s.replay {
 		res, err = s.store.Apply(ctx, p.evs, p.marks...)
 	} else {

@@ -1,9 +1,15 @@
 package replay
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -102,6 +108,96 @@ func TestRebuildDecided(t *testing.T) {
 	f.Produce(w, append(more, redelivered(msgs, 11)...))
 	f.WaitCommitted(time.Minute, r.stopped)
 	f.Compare(f.FromLog().Oracle)
+}
+
+// TestRebuildDecidedExpiredIDs: a replay holds the IDs it decided in
+// memory only as long as live consumption would have: the messages
+// produced three dedupe TTLs ago (Kafka time) are applied, but their IDs
+// are not held in the new generation, while every ID of the recent
+// messages after them, in the same partitions, is.
+func TestRebuildDecidedExpiredIDs(t *testing.T) {
+	f := world.New(t, testenv.Redis(t), 3)
+	ctx := t.Context()
+	msgs := append(world.Workload(33, 300, "old"), world.Workload(34, 300, "new")...) // no ID in both
+	// the old messages' events happened three TTLs before the others (an
+	// event after its Kafka time would be dead-lettered as future)
+	back := 3 * f.Store.DedupeTTL()
+	old := time.Now().Add(-back)
+	tsField := regexp.MustCompile(`"ts":(\d+)`)
+	for i := range msgs[:300] {
+		msgs[i].Time = old.Add(time.Duration(i) * time.Millisecond)
+		msgs[i].Value = tsField.ReplaceAllFunc(msgs[i].Value, func(b []byte) []byte {
+			ms, _ := strconv.ParseInt(string(tsField.FindSubmatch(b)[1]), 10, 64)
+			return fmt.Appendf(nil, `"ts":%d`, ms-back.Milliseconds())
+		})
+	}
+	r := runConsumer(t, f, prometheus.NewRegistry())
+	w := f.NewWriter()
+	f.Produce(w, msgs)
+	f.WaitCommitted(time.Minute, r.stopped)
+	var logs syncBuilder
+	rb := testRebuild(f, 61, 3, textLogger(&logs))
+	res, err := rb.Run(ctx, f.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Decided != int64(len(msgs)) {
+		t.Fatalf("%d messages decided in memory, want %d", res.Decided, len(msgs))
+	}
+	if _, err := f.Store.Generations(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.Compare(f.FromLog().Oracle)
+
+	held := map[int64]bool{}
+	var sets []string
+	iter := f.RDB.Scan(ctx, 0, f.Prefix+":g"+strconv.Itoa(res.Generation)+":d:*.*.*:*", 1000).Iterator()
+	for iter.Next(ctx) {
+		sets = append(sets, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range sets {
+		for _, m := range f.RDB.SMembers(ctx, k).Val() {
+			fp, err := strconv.ParseInt(m, 10, 64)
+			if err != nil {
+				t.Fatalf("set %s holds %q", k, m)
+			}
+			held[fp] = true
+		}
+	}
+	fpOf := func(m world.Msg) int64 {
+		var ev struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(m.Value, &ev); err != nil {
+			t.Fatal(err)
+		}
+		k := store.KeyOf(ev.ID)
+		return int64(binary.BigEndian.Uint64(k[:8]))
+	}
+	oldHeld, recent := 0, map[int64]bool{}
+	for i, m := range msgs {
+		if i < 300 && held[fpOf(m)] {
+			oldHeld++
+		}
+		if i >= 300 && !bytes.Contains(m.Value, []byte(`"news_id":""`)) { // a comment on no news routes nowhere: not held
+			recent[fpOf(m)] = true
+		}
+	}
+	if oldHeld > 0 || len(held) != len(recent) {
+		t.Fatalf("the new generation holds %d IDs, %d of old messages; want the %d of the recent messages and none old",
+			len(held), oldHeld, len(recent))
+	}
+	for fp := range recent {
+		if !held[fp] {
+			t.Fatalf("the ID with fingerprint %d of a recent message is not held", fp)
+		}
+	}
+	if !strings.Contains(logs.String(), fmt.Sprintf("ids_held=%d ids_expired=", len(recent))) {
+		t.Fatalf("the replay's log does not say %d IDs held:\n%s", len(recent), logs.String())
+	}
 }
 
 // failingStore fails the first Apply of decided events after it applied

@@ -402,6 +402,7 @@ func (r *Rebuild) buildDecided(ctx context.Context, st *store.Store, token strin
 		expect += f.Total()
 	}
 	d := consumer.NewDecider(folder, int(expect))
+	d.BucketBy(st.DedupeTTL())
 	sink.Decide(d)
 	dcfg := cfg
 	dcfg.NoRetry, dcfg.DeadLetters = true, nil // below DeadFrom: none to write
@@ -414,13 +415,14 @@ func (r *Rebuild) buildDecided(ctx context.Context, st *store.Store, token strin
 		}
 		return res, nil, err
 	}
-	held, err := d.Held()
+	held, err := d.Held(time.Now())
 	if err != nil {
 		return res, nil, fmt.Errorf("%w: %w", errStartOver, err)
 	}
 	// the folded boards and the IDs, side by side: different keys
 	writing := time.Now()
-	var folded, n int
+	var folded int
+	var n store.Registered
 	err = r.untilAvailable(ctx, "writing the folded boards and the message IDs", func() error {
 		var g errgroup.Group // both may run again: absolute values, SADD
 		g.Go(func() (err error) { folded, err = folder.Flush(ctx); return err })
@@ -432,7 +434,7 @@ func (r *Rebuild) buildDecided(ctx context.Context, st *store.Store, token strin
 	}
 	res.Decided = res.Stats.Messages
 	r.Logger.Info("replayed below the live group's committed offsets, deciding duplicates in memory", "generation", gen,
-		"messages", res.Stats.Messages, "ids_held", n, "members_folded", folded, "duplicates", res.Duplicates,
+		"messages", res.Stats.Messages, "ids_held", n.Added, "ids_expired", n.Expired, "members_folded", folded, "duplicates", res.Duplicates,
 		"took", time.Since(began).Round(time.Millisecond), "writing_took", time.Since(writing).Round(time.Millisecond))
 	err = r.untilAvailable(ctx, "beginning the build", func() error { // may run again: see gens.lua
 		_, err := st.BeginReservedBuild(ctx, token, gen, r.Boards)

@@ -432,7 +432,7 @@ type registerArgs struct {
 	ttlMs   int64 // as dedupeArgs
 	minSets int
 	n       int    // open: the IDs to hold, which a new bucket is sized for; count: the IDs added
-	bucket  string // count: the bucket, incarnation and layer open gave
+	bucket  string // open: the bucket to open; count: the bucket, incarnation and layer open gave
 	inc     string
 	layer   string
 }

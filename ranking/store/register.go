@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rankd/rankd/ranking"
 	"github.com/redis/go-redis/v9"
@@ -14,12 +15,19 @@ import (
 var registerScript = mustScript("register.lua")
 
 // HeldID is a message ID for RegisterIDs: its key and, when not every
-// update of its event was applied, the statuses of its updates in order
-// (a later delivery repeats them: late and out of range are dead-lettered
+// update of its event was applied, the statuses of its updates in order (a
+// later delivery repeats them: late and out of range are dead-lettered
 // again).
 type HeldID struct {
 	Key      IDKey
 	Statuses []ranking.Status // nil: all applied
+}
+
+// HeldBucket is the IDs for RegisterIDs whose messages' times fall in one
+// dedupe bucket (DedupeBucket; 0: unknown).
+type HeldBucket struct {
+	Bucket int64
+	IDs    []HeldID
 }
 
 // registerPipeline is how many commands one pipeline of RegisterIDs
@@ -33,48 +41,100 @@ const (
 // (Event.Decided) and hold them with RegisterIDs: not on a cluster.
 func (s *Store) CanDecide() bool { return !s.cluster }
 
-// RegisterIDs holds ids in this generation's dedupe as Apply would have
-// held them had their events not been Decided, so that a later delivery
-// of one (live consumption writing the generation once it is built, or
-// the rest of the replay) is a duplicate, repeating its verdict. It
-// groups the IDs by the set they go to: a few SADDs of many members
-// instead of one per ID. The generation must be one no one else writes
-// yet (ReserveBuild), on a standalone Redis; RegisterIDs may be run again
-// with the same IDs. It returns how many IDs it added.
-func (s *Store) RegisterIDs(ctx context.Context, ids []HeldID) (int, error) {
+// DedupeBucket returns the dedupe bucket that holds the ID of a message
+// applied at t: buckets are one dedupe TTL wide, counted from the Unix
+// epoch (apply.lua counts them by Redis' clock).
+func (s *Store) DedupeBucket(t time.Time) int64 { return t.UnixMilli() / s.ttl.Milliseconds() }
+
+// DedupeTTL is how long an ID is held at least (WithDedupeTTL): the width
+// of a dedupe bucket.
+func (s *Store) DedupeTTL() time.Duration { return s.ttl }
+
+// Registered is what RegisterIDs did: Added IDs were not held yet, and
+// Expired ones were not held at all, their bucket being older than the
+// previous one (live consumption would have forgotten them).
+type Registered struct{ Added, Expired int }
+
+// RegisterIDs holds the IDs of held in this generation's dedupe as Apply
+// would have held them had their events not been Decided and been applied
+// at the time of their bucket, so that a later delivery of one (live
+// consumption writing the generation once it is built, or the rest of the
+// replay) is a duplicate, repeating its verdict. IDs go to their own bucket
+// when that is the current or the previous one (Redis' clock), to the
+// current one when their bucket is later or unknown (0), and nowhere when
+// it is older: live consumption has deleted that bucket. It groups the IDs
+// by the set they go to: a few SADDs of many members instead of one per
+// ID. The generation must be one no one else writes yet (ReserveBuild), on
+// a standalone Redis; RegisterIDs may be run again with the same IDs.
+func (s *Store) RegisterIDs(ctx context.Context, held []HeldBucket) (Registered, error) {
 	if s.cluster {
-		return 0, errors.New("store: RegisterIDs on a cluster (a cluster holds an ID in each slot its updates went to)")
-	}
-	if len(ids) == 0 {
-		return 0, nil
+		return Registered{}, errors.New("store: RegisterIDs on a cluster (a cluster holds an ID in each slot its updates went to)")
 	}
 	prefix := s.dedupePrefix(0)
-	head := registerArgs{meta: prefix + ddMeta, dprefix: prefix, ttlMs: s.ttl.Milliseconds(), minSets: s.ddMinSets}
 	for attempt := 1; ; attempt++ {
-		head.op, head.n = regOpOpen, len(ids)
-		v, err := registerScript.Run(ctx, s.rdb, head.keys(), head.add(nil)...).Slice()
+		now, err := s.rdb.Time(ctx).Result()
 		if err != nil {
-			return 0, fmt.Errorf("holding message IDs: %w", err)
+			return Registered{}, fmt.Errorf("holding message IDs: %w", err)
 		}
-		if len(v) != 4 {
-			return 0, fmt.Errorf("holding message IDs: unexpected reply %v", v)
+		cur := s.DedupeBucket(now)
+		var res Registered
+		var into [2][][]HeldID // the previous bucket's, the current's
+		for _, h := range held {
+			switch b := h.Bucket; {
+			case b != 0 && b < cur-1:
+				res.Expired += len(h.IDs)
+			case b == cur-1:
+				into[0] = append(into[0], h.IDs)
+			default:
+				into[1] = append(into[1], h.IDs)
+			}
 		}
-		head.bucket, head.inc, head.layer = fmt.Sprint(v[0]), fmt.Sprint(v[1]), fmt.Sprint(v[2])
-		bits, _ := v[3].(int64)
-		added, err := s.registerIn(ctx, head, ids, int(bits))
-		if err != nil {
-			return 0, err
+		var moved bool
+		for i, ids := range into {
+			if len(ids) == 0 {
+				continue
+			}
+			b := cur - 1 + int64(i)
+			head := registerArgs{meta: prefix + ddMeta, dprefix: prefix, ttlMs: s.ttl.Milliseconds(), minSets: s.ddMinSets}
+			added, err := s.registerBucket(ctx, head, strconv.FormatInt(b, 10), ids)
+			if err != nil && redis.HasErrorPrefix(err, "DDMOVED") && attempt < 3 {
+				moved = true // the clock turned a bucket over meanwhile: again, by the new one
+				break
+			}
+			if err != nil {
+				return Registered{}, fmt.Errorf("holding message IDs: %w", err)
+			}
+			res.Added += added
 		}
-		head.op, head.n = regOpCount, added
-		err = registerScript.Run(ctx, s.rdb, head.keys(), head.add(nil)...).Err()
-		if err != nil && redis.HasErrorPrefix(err, "DDMOVED") && attempt < 3 {
-			continue // the bucket turned over twice meanwhile: hold them all in the current one
+		if !moved {
+			return res, nil
 		}
-		if err != nil {
-			return 0, fmt.Errorf("holding message IDs: %w", err)
-		}
-		return added, nil
 	}
+}
+
+// registerBucket holds the IDs of ids in bucket (the current or the
+// previous one) and counts them there; it returns how many it added.
+func (s *Store) registerBucket(ctx context.Context, head registerArgs, bucket string, ids [][]HeldID) (int, error) {
+	n := 0
+	for _, g := range ids {
+		n += len(g)
+	}
+	head.op, head.n, head.bucket = regOpOpen, n, bucket
+	v, err := registerScript.Run(ctx, s.rdb, head.keys(), head.add(nil)...).Slice()
+	if err != nil {
+		return 0, err
+	}
+	if len(v) != 4 {
+		return 0, fmt.Errorf("unexpected reply %v", v)
+	}
+	head.bucket, head.inc, head.layer = fmt.Sprint(v[0]), fmt.Sprint(v[1]), fmt.Sprint(v[2])
+	bits, _ := v[3].(int64)
+	added, err := s.registerIn(ctx, head, ids, n, int(bits))
+	if err != nil {
+		return 0, err
+	}
+	head.op, head.n = regOpCount, added
+	return added, registerScript.Run(ctx, s.rdb, head.keys(), head.add(nil)...).Err()
 }
 
 // registerIn adds ids to the sets of the bucket, incarnation and layer of
@@ -83,22 +143,26 @@ func (s *Store) RegisterIDs(ctx context.Context, ids []HeldID) (int, error) {
 // it added. The keys are named as apply.lua's open() names them:
 // <dedupe prefix><bucket>.<incarnation>.<layer>:<set suffix>, and the
 // verdicts' hash <dedupe prefix><bucket>.<incarnation>.<ddVerdicts>.
-func (s *Store) registerIn(ctx context.Context, head registerArgs, ids []HeldID, bits int) (int, error) {
+func (s *Store) registerIn(ctx context.Context, head registerArgs, ids [][]HeldID, n, bits int) (int, error) {
 	mask := uint32(1)<<bits - 1
 	// the IDs in the order of their sets (a counting sort)
 	start := make([]int, mask+2)
-	for i := range ids {
-		start[ids[i].Key.shard()&mask+1]++
+	for _, g := range ids {
+		for i := range g {
+			start[g[i].Key.shard()&mask+1]++
+		}
 	}
 	for i := 1; i < len(start); i++ {
 		start[i] += start[i-1]
 	}
-	order := make([]int, len(ids))
+	order := make([]*HeldID, n)
 	at := append([]int(nil), start[:mask+1]...)
-	for i := range ids {
-		set := ids[i].Key.shard() & mask
-		order[at[set]] = i
-		at[set]++
+	for _, g := range ids {
+		for i := range g {
+			set := g[i].Key.shard() & mask
+			order[at[set]] = &g[i]
+			at[set]++
+		}
 	}
 	base := head.dprefix + head.bucket + "." + head.inc + "."
 	layer := base + head.layer + ":"
@@ -120,11 +184,11 @@ func (s *Store) registerIn(ctx context.Context, head registerArgs, ids []HeldID,
 	}
 	var verdicts []any
 	for i := 0; i < len(order); {
-		set := ids[order[i]].Key.shard() & mask
+		set := order[i].Key.shard() & mask
 		j := i
 		fps := make([]any, 0, 16)
-		for ; j < len(order) && ids[order[j]].Key.shard()&mask == set; j++ {
-			id := &ids[order[j]]
+		for ; j < len(order) && order[j].Key.shard()&mask == set; j++ {
+			id := order[j]
 			fps = append(fps, id.Key.fp())
 			if id.Statuses != nil {
 				verdicts = append(verdicts, id.Key.fp(), verdictOf(id.Statuses))

@@ -68,11 +68,11 @@ func TestDecidedEvents(t *testing.T) {
 		t.Fatalf("decided call replies kept: %v, want one", calls)
 	}
 	held := []store.HeldID{{Key: store.KeyOf("a")}, {Key: store.KeyOf("b"), Statuses: res.Status[2:4]}, {Key: store.KeyOf("c")}}
-	if n, err := gen.RegisterIDs(ctx, held); err != nil || n != 3 {
-		t.Fatalf("RegisterIDs = %d, %v; want 3", n, err)
+	if n, err := gen.RegisterIDs(ctx, []store.HeldBucket{{IDs: held}}); err != nil || n != (store.Registered{Added: 3}) {
+		t.Fatalf("RegisterIDs = %+v, %v; want 3 added", n, err)
 	}
-	if n, err := gen.RegisterIDs(ctx, held); err != nil || n != 0 {
-		t.Fatalf("RegisterIDs again = %d, %v; want 0 (held already)", n, err)
+	if n, err := gen.RegisterIDs(ctx, []store.HeldBucket{{IDs: held}}); err != nil || n != (store.Registered{}) {
+		t.Fatalf("RegisterIDs again = %+v, %v; want 0 added (held already)", n, err)
 	}
 	res, err = gen.Apply(ctx, []store.Event{ev("a", 5, false), ev("b", 7, true), ev("d", 2, false)})
 	if err != nil {
@@ -107,8 +107,8 @@ func TestRegisterIDs(t *testing.T) {
 	for i := range ids {
 		ids[i].Key = store.KeyOf("id-" + strconv.Itoa(i))
 	}
-	if got, err := s.RegisterIDs(ctx, ids); err != nil || got != n {
-		t.Fatalf("RegisterIDs = %d, %v; want %d", got, err, n)
+	if got, err := s.RegisterIDs(ctx, []store.HeldBucket{{IDs: ids}}); err != nil || got != (store.Registered{Added: n}) {
+		t.Fatalf("RegisterIDs = %+v, %v; want %d added", got, err, n)
 	}
 	sets := dedupeKeys(t, rdb, prefix)
 	if len(sets) > 16384 {
@@ -146,6 +146,58 @@ func TestRegisterIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, want := fmt.Sprint(res.Status), "[duplicate duplicate duplicate applied]"; got != want {
+		t.Fatalf("after RegisterIDs: %s, want %s", got, want)
+	}
+}
+
+// TestRegisterIDsByTime: an ID is held in the bucket of its message's
+// time when that is the current or the previous one, in the current one
+// when its bucket is later or unknown, and not at all when it is older:
+// live consumption deleted that bucket, so a later delivery is new to it.
+func TestRegisterIDsByTime(t *testing.T) {
+	rdb := testenv.Redis(t).Client(t)
+	prefix := testenv.Prefix(t)
+	s, err := store.New(rdb, []*ranking.Board{dedupeBoard}, store.WithPrefix(prefix),
+		store.WithDedupeTTL(time.Hour), store.WithDedupeMinSets(1024))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	now := rdb.Time(ctx).Val()
+	if left := time.Hour - time.Duration(now.UnixMilli()%time.Hour.Milliseconds())*time.Millisecond; left < 30*time.Second {
+		time.Sleep(left + time.Second) // not across a turn of the bucket
+		now = rdb.Time(ctx).Val()
+	}
+	cur := s.DedupeBucket(now)
+	if want := now.UnixMilli() / 3_600_000; cur != want {
+		t.Fatalf("DedupeBucket(%v) = %d, want %d", now, cur, want)
+	}
+	held := func(b int64, ids ...string) store.HeldBucket {
+		h := store.HeldBucket{Bucket: b}
+		for _, id := range ids {
+			h.IDs = append(h.IDs, store.HeldID{Key: store.KeyOf(id)})
+		}
+		return h
+	}
+	ids := []store.HeldBucket{held(cur, "cur"), held(cur-2, "old"), held(cur-1, "prev", "prev2"), held(0, "unknown"),
+		held(cur-50, "older"), held(cur+1, "later")}
+	if got, err := s.RegisterIDs(ctx, ids); err != nil || got != (store.Registered{Added: 5, Expired: 2}) {
+		t.Fatalf("RegisterIDs = %+v, %v; want 5 added, 2 expired", got, err)
+	}
+	meta := rdb.HGetAll(ctx, prefix+":d:m").Val()
+	for b, want := range map[int64]string{cur - 1: ":1024:1:2:2", cur: ":1024:1:3:3"} {
+		if v := meta[strconv.FormatInt(b, 10)]; !strings.HasSuffix(v, want) {
+			t.Fatalf("bucket %d = %q, want inc%s (meta %v)", b, v, want, meta)
+		}
+	}
+	if len(meta) != 3 { // the two buckets and the incarnation counter
+		t.Fatalf("meta = %v, want the buckets %d and %d only", meta, cur-1, cur)
+	}
+	res, err := s.Apply(ctx, ddEvents("old", "prev", "cur", "unknown", "older", "later", "prev2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(res.Status), "[applied duplicate duplicate duplicate applied duplicate duplicate]"; got != want {
 		t.Fatalf("after RegisterIDs: %s, want %s", got, want)
 	}
 }

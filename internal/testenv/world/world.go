@@ -125,6 +125,7 @@ type Msg struct {
 	Key     string
 	Value   []byte
 	Headers []kafka.Header
+	Time    time.Time // the Kafka timestamp; zero: when it is produced
 }
 
 // NewWriter returns a tuned kafka-go Writer (keyed partitioning).
@@ -148,7 +149,7 @@ func (f *World) Produce(w *kafka.Writer, msgs []Msg) {
 	f.T.Helper()
 	kms := make([]kafka.Message, len(msgs))
 	for i, m := range msgs {
-		kms[i] = kafka.Message{Topic: f.KafkaOf[m.Topic], Key: []byte(m.Key), Value: m.Value, Headers: m.Headers}
+		kms[i] = kafka.Message{Topic: f.KafkaOf[m.Topic], Key: []byte(m.Key), Value: m.Value, Headers: m.Headers, Time: m.Time}
 	}
 	ctx, cancel := context.WithTimeout(f.T.Context(), time.Minute)
 	defer cancel()

@@ -1,17 +1,19 @@
 -- register.lua: holds the message IDs a replay decided (store.RegisterIDs)
 -- in the dedupe sets of a generation that only the replay writes, as
--- apply.lua would have held them one by one (dedupe.go): the current
--- bucket's last layer, the set a suffix of the shard hash picks, and the
--- verdict of each event not all applied.
+-- apply.lua would have held them one by one (dedupe.go): a bucket's last
+-- layer, the set a suffix of the shard hash picks, and the verdict of each
+-- event not all applied.
 --
 -- KEYS[1]  meta: the dedupe meta hash of the generation
 -- ARGV     registerArgs (contract.go)
--- open  -> {bucket, incarnation, layer, bits}: the current bucket (Redis'
---          clock), made anew with enough sets for n IDs (DD_FILL a set,
---          at least min) when it is new or holds no ID yet; bits is the
---          length of its last layer's set suffixes. The caller then adds
---          the IDs with plain SADDs to its sets and HSETs their verdicts
---          (keys named as apply.lua names them: Store.registerIn)
+-- open  -> {bucket, incarnation, layer, bits}: the bucket asked for, the
+--          current (Redis' clock) or the previous one, made anew with
+--          enough sets for n IDs (DD_FILL a set, at least min) when it is
+--          new or holds no ID yet; bits is the length of its last layer's
+--          set suffixes. The caller then adds the IDs with plain SADDs to
+--          its sets and HSETs their verdicts (keys named as apply.lua names
+--          them: Store.registerIn). Error DDMOVED when the bucket is
+--          neither (the caller reads the clock again)
 -- count -> n: counts the n IDs the caller added in the bucket's meta; error
 --          DDMOVED when the bucket is no longer the current or the
 --          previous one (or was made anew): the caller opens again
@@ -27,18 +29,22 @@ local function parse(d)
 end
 
 if R.op == REG_OP_OPEN then
-  local d = call('HGET', meta, int(cur))
+  local b = tonumber(R.bucket)
+  if b ~= cur and b ~= cur - 1 then
+    return redis.error_reply('DDMOVED bucket ' .. R.bucket .. ' is neither the current nor the previous one')
+  end
+  local d = call('HGET', meta, int(b))
   local inc, s0, l, n, t
   if d then inc, s0, l, n, t = parse(d) end
   if not d or t == 0 then
     s0 = R.min
     while s0 * DD_FILL < R.n do s0 = s0 * 2 end
     inc, l = int(call('HINCRBY', meta, DD_INC, 1)), 1
-    call('HSET', meta, int(cur), inc .. ':' .. int(s0) .. ':1:0:0')
+    call('HSET', meta, int(b), inc .. ':' .. int(s0) .. ':1:0:0')
   end
   local bits = 0
   while 2 ^ bits < s0 do bits = bits + 1 end
-  return {int(cur), inc, l, bits + (l - 1) * DD_GROWTH_BITS}
+  return {int(b), inc, l, bits + (l - 1) * DD_GROWTH_BITS}
 end
 
 -- count: the caller added R.n IDs (plain SADDs into the bucket's sets)
