@@ -423,10 +423,21 @@ func (r *Rebuild) buildDecided(ctx context.Context, st *store.Store, token strin
 	writing := time.Now()
 	var folded int
 	var n store.Registered
+	var foldTook, idsTook time.Duration
 	err = r.untilAvailable(ctx, "writing the folded boards and the message IDs", func() error {
 		var g errgroup.Group // both may run again: absolute values, SADD
-		g.Go(func() (err error) { folded, err = folder.Flush(ctx); return err })
-		g.Go(func() (err error) { n, err = st.Generation(gen).RegisterIDs(ctx, held); return err })
+		g.Go(func() (err error) {
+			t0 := time.Now()
+			folded, err = folder.Flush(ctx)
+			foldTook = time.Since(t0)
+			return err
+		})
+		g.Go(func() (err error) {
+			t0 := time.Now()
+			n, err = st.Generation(gen).RegisterIDs(ctx, held)
+			idsTook = time.Since(t0)
+			return err
+		})
 		return g.Wait()
 	})
 	if err != nil {
@@ -435,7 +446,8 @@ func (r *Rebuild) buildDecided(ctx context.Context, st *store.Store, token strin
 	res.Decided = res.Stats.Messages
 	r.Logger.Info("replayed below the live group's committed offsets, deciding duplicates in memory", "generation", gen,
 		"messages", res.Stats.Messages, "ids_held", n.Added, "ids_expired", n.Expired, "members_folded", folded, "duplicates", res.Duplicates,
-		"took", time.Since(began).Round(time.Millisecond), "writing_took", time.Since(writing).Round(time.Millisecond))
+		"took", time.Since(began).Round(time.Millisecond), "writing_took", time.Since(writing).Round(time.Millisecond),
+		"folded_took", foldTook.Round(time.Millisecond), "ids_took", idsTook.Round(time.Millisecond))
 	err = r.untilAvailable(ctx, "beginning the build", func() error { // may run again: see gens.lua
 		_, err := st.BeginReservedBuild(ctx, token, gen, r.Boards)
 		return err
