@@ -26,7 +26,8 @@ import (
 // boards, in batches of 2,000 events applied as live consumption applies
 // them (ApplyFrom, one partition), once per update and once packed
 // (WithPacking), and reports Redis server CPU per event and per update
-// (INFO cpu) and events/s. With RANKD_BENCH_STATS=1 it also
+// (INFO cpu) and events/s (RANKD_BENCH_BATCH sets the batch size). With
+// RANKD_BENCH_STATS=1 it also
 // prints INFO commandstats per event (where the Redis time goes):
 //
 //	go test -run '^$' -bench BenchmarkApplyWorkload -benchtime 20x ./ranking/store/
@@ -68,7 +69,7 @@ func BenchmarkApplyWorkload(b *testing.B) {
 				batches := make([][]ranking.Update, b.N)
 				events := 0
 				for i := range batches {
-					for range benchBatch {
+					for range workloadBatch() {
 						batches[i] = w.route(b, cfg, router, batches[i])
 						events++
 					}
@@ -107,6 +108,20 @@ func BenchmarkApplyWorkload(b *testing.B) {
 			})
 		}
 	}
+}
+
+// workloadBatch is the events per batch: benchBatch, or RANKD_BENCH_BATCH
+// (live consumption at 20,000 events/s applies batches of about 130: 20 ms
+// of linger over 3 workers).
+func workloadBatch() int {
+	if env := os.Getenv("RANKD_BENCH_BATCH"); env != "" {
+		n, err := strconv.Atoi(env)
+		if err != nil || n < 1 {
+			panic(fmt.Sprintf("RANKD_BENCH_BATCH=%q: want a positive number", env))
+		}
+		return n
+	}
+	return benchBatch
 }
 
 // benchCallSizes are the call sizes to compare (RANKD_BENCH_CALL=500,1000);
