@@ -85,6 +85,14 @@ func (e *env) latency(ctx context.Context, rate float64) (*Latency, error) {
 	if err != nil {
 		return nil, err
 	}
+	batches0, msgs0, err := histogram(rs.Metrics(), "rankd_consumer_batch_messages")
+	if err != nil {
+		return nil, err
+	}
+	_, apply0, err := histogram(rs.Metrics(), "rankd_consumer_apply_duration_seconds")
+	if err != nil {
+		return nil, err
+	}
 	tr, err := startTraffic(ctx, trafficSettings{Brokers: e.brokers, RedisAddr: e.redisAddr, RedisKey: key, APIURL: url,
 		Base: base, Rate: rate, Duration: e.o.LatencyDuration, WorkloadSeed: e.o.Seed + 1, MarkerSeed: e.o.Seed,
 		PollRedis: e.o.PollInterval, PollAPI: e.o.PollInterval})
@@ -125,6 +133,14 @@ func (e *env) latency(ctx context.Context, rate float64) (*Latency, error) {
 	if err != nil {
 		return nil, err
 	}
+	batches1, msgs1, err := histogram(rs.Metrics(), "rankd_consumer_batch_messages")
+	if err != nil {
+		return nil, err
+	}
+	_, apply1, err := histogram(rs.Metrics(), "rankd_consumer_apply_duration_seconds")
+	if err != nil {
+		return nil, err
+	}
 	if err := rs.stop(); err != nil {
 		return nil, err
 	}
@@ -135,6 +151,9 @@ func (e *env) latency(ctx context.Context, rate float64) (*Latency, error) {
 		ProduceP50Ms: pr.ProduceP50Ms, Redis: res.Redis, API: res.API, CacheTTL: rs.cfg.API.CacheTTL.String(),
 		TrafficCPU: round((cpu1-cpu0).Seconds()/after.at.Sub(before.at).Seconds(), 2)}
 	l.CPU = cpu(before, after, n, int64(updates1-updates0), after.at.Sub(before.at))
+	if b := batches1 - batches0; b > 0 {
+		l.Batches, l.BatchMessages, l.BatchApplyMs = int64(b), round((msgs1-msgs0)/b, 0), round(1000*(apply1-apply0)/b, 1)
+	}
 	if l.Commands, err = e.commandStats(ctx, n, after.redis-before.redis); err != nil {
 		return nil, err
 	}

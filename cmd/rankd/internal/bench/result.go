@@ -207,6 +207,12 @@ type Latency struct {
 	// TrafficCPU is the CPU (cores) of the child process that produces
 	// and polls, apart from rankd (traffic.go).
 	TrafficCPU float64 `json:"traffic_cpu"`
+	// Batches is how many batches rankd applied during the phase, of
+	// BatchMessages messages on average, each applied (decoded, routed and
+	// written: Sink.Apply) in BatchApplyMs on average.
+	Batches       int64   `json:"batches"`
+	BatchMessages float64 `json:"batch_messages"`
+	BatchApplyMs  float64 `json:"batch_apply_ms"`
 	CPU
 	Commands Commands `json:"redis_commands"`
 }
@@ -314,8 +320,8 @@ func (r *Result) WriteTable(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	if l := r.Latency; l != nil {
-		fmt.Fprintf(w, "latency: event to visible at %.0f events/s for %.0fs (%d markers; produce call p50 %.1f ms; Redis busy %.0f%%; %d events not committed when the producer stopped):\n",
-			l.ProducedRate, l.Seconds, l.Markers, l.ProduceP50Ms, 100*l.RedisBusy, l.LagAtEnd)
+		fmt.Fprintf(w, "latency: event to visible at %.0f events/s for %.0fs (%d markers; produce call p50 %.1f ms; Redis busy %.0f%%, %.2f µs per event; %d batches of %.0f messages, applied in %.1f ms on average; %d events not committed when the producer stopped):\n",
+			l.ProducedRate, l.Seconds, l.Markers, l.ProduceP50Ms, 100*l.RedisBusy, l.RedisUsPerEvent, l.Batches, l.BatchMessages, l.BatchApplyMs, l.LagAtEnd)
 		for _, v := range []struct {
 			name string
 			v    Visible
