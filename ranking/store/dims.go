@@ -59,7 +59,10 @@ func (s *Store) pruneDims(ctx context.Context, board string) (int, error) {
 			pipe := s.rdb.Pipeline()
 			cmds := make([]*redis.IntCmd, len(tags))
 			for i, tag := range tags {
-				cmds[i] = pipe.Exists(ctx, s.metaKey(tag))
+				// a stream lives while its meta (rolling boards) or its
+				// event counts (every board) do: both expire metaTTL after
+				// the stream's last write
+				cmds[i] = pipe.Exists(ctx, s.metaKey(tag), Key(s.prefix, tag, KindCount, ""))
 			}
 			_, _ = pipe.Exec(ctx)
 			var gone []any

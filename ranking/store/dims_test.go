@@ -10,7 +10,7 @@ import (
 )
 
 // TestPruneDims: the dims registry loses the tags whose stream expired
-// (no meta key), keeps the live ones and those of total boards, and a
+// (no meta key, no event counts), keeps the live ones and those of total boards, and a
 // process that writes a pruned tag again registers it again.
 func TestPruneDims(t *testing.T) {
 	unit, _ := ranking.ParseUnit("1h")
@@ -36,8 +36,17 @@ func TestPruneDims(t *testing.T) {
 	if members("h") != 3 || members("t") != 3 {
 		t.Fatalf("registry sizes %d, %d; want 3, 3", members("h"), members("t"))
 	}
-	// r1 and r2 of board h expired (their meta keys are gone).
-	rdb.Del(ctx, store.Key(prefix, store.Tag("h", []string{"r1"}), "meta", ""), store.Key(prefix, store.Tag("h", []string{"r2"}), "meta", ""))
+	// a periodic board's stream keeps no meta: its event counts tell that
+	// it lives
+	if n := rdb.Exists(ctx, store.Key(prefix, store.Tag("h", []string{"r1"}), store.KindMeta, "")).Val(); n != 0 {
+		t.Fatalf("a periodic board's stream has a meta key")
+	}
+	// r1 and r2 of board h expired (their event counts are gone). r3's
+	// counts are gone too, but it has a meta key (as an older version
+	// wrote for every stream): it still lives.
+	count := func(room string) string { return store.Key(prefix, store.Tag("h", []string{room}), store.KindCount, "") }
+	rdb.Del(ctx, count("r1"), count("r2"), count("r3"))
+	rdb.HSet(ctx, store.Key(prefix, store.Tag("h", []string{"r3"}), store.KindMeta, ""), "st", 1)
 	for _, b := range []string{"h", "t"} {
 		n, err := s.PruneDims(ctx, b)
 		if err != nil {

@@ -159,10 +159,10 @@ const (
 )
 
 // Flush writes what was folded: per period key one ZADD of its members
-// (in slices of foldZAddMembers), its expiry and event count, per stream
-// its stream time (meta) and per board the dims registry, as apply.lua
-// would have left them (the expiries count from the stream time at the
-// end of the fold). It returns the members written. It writes absolute
+// (in slices of foldZAddMembers), its expiry and event count, and per
+// board the dims registry, as apply.lua would have left them (the
+// expiries count from the stream's latest event time at the end of the
+// fold; a folded board is not rolling, so its streams keep no meta). It returns the members written. It writes absolute
 // values only, so after an error it may be run again.
 func (f *Folder) Flush(ctx context.Context) (int, error) {
 	f.mu.Lock()
@@ -221,14 +221,6 @@ func (f *Folder) Flush(ctx context.Context) (int, error) {
 			n++
 			if err := exec(false); err != nil {
 				return members, err
-			}
-		}
-		if fs.hasST {
-			pipe.HSet(ctx, s.metaKey(fs.tag), metaST, fs.stMs)
-			n++
-			if st.metaTTL > 0 {
-				pipe.PExpire(ctx, s.metaKey(fs.tag), msDuration(st.metaTTL))
-				n++
 			}
 		}
 		if counted && st.metaTTL > 0 {

@@ -200,9 +200,14 @@ for gi = 1, nn() do
     p.pk, p.sk, p.q = g.kb .. KIND_PERIOD .. ':' .. p.id, g.kb .. KIND_ROLLING .. ':' .. p.id, floor(p.s / g.unit)
     g.periods[i] = p
   end
-  local m = call('HMGET', g.kb .. KIND_META, META_ST, META_HEAD)
-  g.st, g.head = tonumber(m[1]), tonumber(m[2])
-  g.head0 = g.head
+  if g.window == WINDOW_ROLLING then
+    -- the stream's head period and latest event time (rollover.go reads
+    -- them too); another window's stream keeps no meta: its keys expire
+    -- from the latest event time of the call (see the writes)
+    local m = call('HMGET', g.kb .. KIND_META, META_ST, META_HEAD)
+    g.st, g.head = tonumber(m[1]), tonumber(m[2])
+    g.head0 = g.head
+  end
   G[gi] = g
 end
 
@@ -684,15 +689,18 @@ for gi, g in ipairs(G) do
     if g.ret > 0 and g.st ~= nil then
       -- a key lives at least the grace (and 1 s) of wall time after its last
       -- write, so that a partition behind the others in event time (a
-      -- catch-up, a replay) still finds the periods it may write to
+      -- catch-up, a replay) still finds the periods it may write to. st is
+      -- the latest event time of the stream (rolling) or of the call's
+      -- updates to it (other windows): never later than the stream's, so
+      -- the expiry is never earlier
       local ttl = p.e + g.ret - g.st
       if ttl < g.minttl then ttl = g.minttl end
       call('PEXPIRE', key, int(ttl))
     end
   end
-  if g.st ~= nil then
+  if g.st ~= nil and g.window == WINDOW_ROLLING then
     local mk = g.kb .. KIND_META
-    if g.window == WINDOW_ROLLING and g.head ~= nil then
+    if g.head ~= nil then
       if g.head0 == nil then
         -- a new stream: every rolling board up to head is complete
         call('HSET', mk, META_ST, int(g.st), META_HEAD, int(g.head), META_ROLLED, int(g.head))
