@@ -44,7 +44,9 @@ func TestPruneDims(t *testing.T) {
 	// r1 and r2 of board h expired (their event counts are gone). r3's
 	// counts are gone too, but it has a meta key (as an older version
 	// wrote for every stream): it still lives.
-	count := func(room string) string { return store.Key(prefix, store.Tag("h", []string{room}), store.KindCount, "") }
+	count := func(room string) string {
+		return store.Key(prefix, store.Tag("h", []string{room}), store.KindCount, "")
+	}
 	rdb.Del(ctx, count("r1"), count("r2"), count("r3"))
 	rdb.HSet(ctx, store.Key(prefix, store.Tag("h", []string{"r3"}), store.KindMeta, ""), "st", 1)
 	for _, b := range []string{"h", "t"} {
