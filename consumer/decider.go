@@ -97,14 +97,9 @@ func (d *Decider) BucketBy(ttl time.Duration) {
 	d.step = max(d.width/decideSteps, 1)
 }
 
-// claim records that batch applies key's message, of Kafka time t in
-// partition k, unless an earlier one claimed it: then it returns that
-// one.
-func (d *Decider) claim(key store.IDKey, k partitionKey, t time.Time, batch *claimBatch) (*claimBatch, bool) {
-	ms := int64(-1) // unknown
-	if d.width > 0 && !t.IsZero() && t.Unix() > 0 {
-		ms = t.UnixMilli()
-	}
+// part returns the index of partition k (one per partition, in the order
+// first seen).
+func (d *Decider) part(k partitionKey) int32 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	part, ok := d.parts[k]
@@ -113,6 +108,19 @@ func (d *Decider) claim(key store.IDKey, k partitionKey, t time.Time, batch *cla
 		d.parts[k] = part
 		d.last = append(d.last, -1)
 	}
+	return part
+}
+
+// claim records that batch applies key's message, of Kafka time t in the
+// partition of index part (Decider.part), unless an earlier one claimed
+// it: then it returns that one.
+func (d *Decider) claim(key store.IDKey, part int32, t time.Time, batch *claimBatch) (*claimBatch, bool) {
+	ms := int64(-1) // unknown
+	if d.width > 0 && !t.IsZero() && t.Unix() > 0 {
+		ms = t.UnixMilli()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.last[part] = max(d.last[part], ms)
 	if r, ok := d.claims[key]; ok {
 		return r.batch, false

@@ -30,7 +30,7 @@ func TestDeciderMemory(t *testing.T) {
 	d := NewDecider(nil, n)
 	b := &claimBatch{done: make(chan struct{})}
 	for _, k := range keys {
-		if _, fresh := d.claim(k, partitionKey{"t", 0}, time.Time{}, b); !fresh {
+		if _, fresh := d.claim(k, d.part(partitionKey{"t", 0}), time.Time{}, b); !fresh {
 			t.Fatal("a fresh key was claimed before")
 		}
 	}
@@ -82,7 +82,7 @@ func TestDeciderBuckets(t *testing.T) {
 		{"i", p(0), at(9, 3600-224), b1, true}, // 9:56:16, in the step that ends 9:59:59.999: bucket 10
 		{"j", p(0), at(9, 3600-226), b1, true}, // 9:56:14, in the one before: 10:56:14.999
 	} {
-		first, fresh := d.claim(store.KeyOf(c.id), c.p, c.t, c.batch)
+		first, fresh := d.claim(store.KeyOf(c.id), d.part(c.p), c.t, c.batch)
 		if fresh != c.fresh || (fresh && first != c.batch) || (!fresh && first != b1) {
 			t.Fatalf("claim %s: fresh %v, want %v", c.id, fresh, c.fresh)
 		}

@@ -410,13 +410,20 @@ func (s *RankingSink) applyDecided(ctx context.Context, d *Decider, msgs []kafka
 		sent   []int // the others, in the order of evs
 	)
 	evs := make([]store.Event, 0, len(p.evs))
+	var (
+		curPart partitionKey // the partition of the message before, and its index in d
+		curIdx  int32
+	)
 	for i := range p.msgs {
 		mp := &p.msgs[i]
 		if mp.hi <= mp.lo {
 			continue // no update: not sent, not held (as without a Decider)
 		}
 		key := store.KeyOf(mp.ev.ID)
-		if first, fresh := d.claim(key, partitionKey{msgs[i].Topic, msgs[i].Partition}, msgs[i].Time, batch); !fresh {
+		if k := (partitionKey{msgs[i].Topic, msgs[i].Partition}); k != curPart {
+			curPart, curIdx = k, d.part(k)
+		}
+		if first, fresh := d.claim(key, curIdx, msgs[i].Time, batch); !fresh {
 			laters = append(laters, later{key, first, mp.lo, mp.hi})
 			continue
 		}
