@@ -28,8 +28,9 @@ type API struct {
 	ConcurrentWrites int
 	// YieldLatency: the API also yields to ingestion while a batch of the
 	// consumer took longer than this from the fetch of its first message
-	// to its commit; default 0: only when the consumer is behind
-	// (its batches leave messages waiting).
+	// to its commit (and stops for a while when yielding all it can does
+	// not help: httpapi's priority.go); default 100ms; 0: only when the
+	// consumer is behind (its batches leave messages waiting).
 	YieldLatency time.Duration
 }
 
@@ -39,7 +40,7 @@ const (
 	DefaultCacheMaxBytes   = 64 << 20
 	DefaultRedisBudget     = 0.1
 	DefaultConcurrentReads = 8
-	DefaultYieldLatency    = 0
+	DefaultYieldLatency    = 100 * time.Millisecond
 	// DefaultMaxConns is http.max_conns's default.
 	DefaultMaxConns = 4096
 )

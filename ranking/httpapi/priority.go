@@ -28,6 +28,14 @@ import (
 // cache entry again does not wait: at most one per entry and TTL, it keeps
 // the page every other reader is served fresh. Probes (/healthz, /readyz) and /metrics
 // are not the API's and never wait.
+//
+// Yielding while only slow helps when the readers are why the consumer is
+// slow. When they are not (a distant or busy Redis, a slow broker), the
+// limit falls to minRate and the consumer stays slow: after slowGiveUp at
+// the floor, still slow, the API stops yielding for being slow (a real
+// backlog still makes it yield) for slowPause, twice as long after each
+// such episode up to slowPauseMax, and back to slowPause once a yield made
+// the consumer fast again.
 
 const (
 	priorityTick = 100 * time.Millisecond
@@ -36,6 +44,10 @@ const (
 	minRate = 1000
 	// maxAdmitWait bounds a request's wait for its turn.
 	maxAdmitWait = 2 * time.Second
+	// slowGiveUp, slowPause, slowPauseMax: see above.
+	slowGiveUp   = 2 * time.Second
+	slowPause    = 30 * time.Second
+	slowPauseMax = 10 * time.Minute
 )
 
 // WithPriority makes the API yield to ingestion: behind reports whether
@@ -66,6 +78,21 @@ type governor struct {
 
 	mu   sync.Mutex // adjust and the reservations
 	next time.Time  // when the next response may start
+	// while only slow: since when the limit is at the floor (zero: it is
+	// not), until when the API does not yield for being slow, and the next
+	// pause's length (zero: slowPause)
+	floorSince, pauseUntil time.Time
+	pause                  time.Duration
+	slowYield              bool // the last tick yielded for being slow
+	paused                 int  // pauses so far (Paused)
+}
+
+// Paused returns how often the API stopped yielding for a slow consumer
+// that its yielding did not make faster.
+func (g *governor) Paused() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.paused
 }
 
 func newGovernor(behind func() bool, now func() time.Time) *governor {
@@ -126,17 +153,41 @@ func (g *governor) adjust(now time.Time) {
 	rate := float64(g.served.Swap(0)) / elapsed.Seconds()
 	g.tickAt.Store(now.UnixNano())
 	limit := math.Float64frombits(g.limit.Load())
+	behind := g.behind()
+	slow := g.slow != nil && now.After(g.pauseUntil) && g.slow()
+	if !slow {
+		g.floorSince = time.Time{}
+		if g.slowYield && !behind {
+			g.pause = 0 // its yield made the consumer fast again
+		}
+	}
+	g.slowYield = slow && !behind
 	switch {
-	case g.behind():
+	case behind:
 		if limit > 0 {
 			rate = min(rate, limit)
 		}
 		limit = max(0.7*rate, minRate)
-	case g.slow != nil && g.slow():
+	case slow:
 		if limit > 0 {
 			rate = min(rate, limit)
 		}
 		limit = max(0.9*rate, minRate)
+		if limit > minRate {
+			break
+		}
+		if g.floorSince.IsZero() {
+			g.floorSince = now
+		}
+		if now.Sub(g.floorSince) >= slowGiveUp {
+			// yielding all it can did not make the consumer fast: the
+			// readers are not why it is slow
+			g.pause = max(g.pause, slowPause)
+			g.pauseUntil, g.floorSince, limit = now.Add(g.pause), time.Time{}, 0
+			g.pause = min(2*g.pause, slowPauseMax)
+			g.paused++
+			g.slowYield = false
+		}
 	case limit == 0:
 	case rate < limit/2:
 		limit = 0 // it no longer binds

@@ -136,6 +136,80 @@ func TestGovernorSlow(t *testing.T) {
 	}
 }
 
+// TestGovernorSlowPause: while the consumer stays slow with the limit at
+// the floor for slowGiveUp, the readers are not the cause: the API stops
+// yielding for being slow for slowPause (a backlog still makes it yield),
+// then tries again, and pauses twice as long when that fails too; a yield
+// that makes the consumer fast brings the pause back to slowPause.
+func TestGovernorSlowPause(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var behind, slow atomic.Bool
+	g := newGovernor(behind.Load, func() time.Time { return now })
+	g.slow = slow.Load
+	limit := func() float64 { return math.Float64frombits(g.limit.Load()) }
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	tick := func(n int) {
+		t.Helper()
+		g.next = time.Time{}
+		for range n - 1 {
+			_ = g.admit(ctx, now)
+		}
+		now = now.Add(priorityTick)
+		_ = g.admit(ctx, now)
+	}
+	// ticks until the limit lifts (at most max), and the ticks at the floor
+	untilLifted := func(n, max int) (ticks, atFloor int) {
+		t.Helper()
+		for ticks = 1; ticks <= max; ticks++ {
+			tick(n)
+			switch limit() {
+			case 0:
+				return ticks, atFloor
+			case minRate:
+				atFloor++
+			}
+		}
+		t.Fatalf("the limit %v did not lift in %d ticks", limit(), max)
+		return
+	}
+	slow.Store(true)
+	// 20,000/s: 90% a tick down to the floor, then slowGiveUp there
+	ticks, atFloor := untilLifted(2000, 200)
+	floorTicks := int(slowGiveUp / priorityTick)
+	if atFloor != floorTicks || g.Paused() != 1 {
+		t.Fatalf("lifted after %d ticks, %d at the floor, %d pauses; want %d at the floor, 1 pause", ticks, atFloor, g.Paused(), floorTicks)
+	}
+	// paused: slow, no limit, for slowPause
+	for range int(slowPause/priorityTick) - 1 {
+		tick(2000)
+		if limit() != 0 {
+			t.Fatalf("limit %v during the pause, want none", limit())
+		}
+	}
+	behind.Store(true) // a backlog still makes it yield
+	tick(2000)
+	if want := 0.7 * 2000 / priorityTick.Seconds(); math.Abs(limit()-want) > 1e-6 {
+		t.Fatalf("limit %v while behind during the pause, want %v", limit(), want)
+	}
+	behind.Store(false) // the pause is over: it yields again, and fails again
+	_, atFloor = untilLifted(2000, 200)
+	if atFloor != floorTicks || g.Paused() != 2 || !g.pauseUntil.Equal(now.Add(2*slowPause)) {
+		t.Fatalf("%d ticks at the floor, %d pauses, paused until %v; want %d, 2, %v", atFloor, g.Paused(), g.pauseUntil, floorTicks, now.Add(2*slowPause))
+	}
+	// after it, a yield that works: the pause is back to slowPause
+	now = g.pauseUntil.Add(time.Second)
+	tick(2000)
+	if limit() == 0 {
+		t.Fatal("no limit while slow after the pause")
+	}
+	slow.Store(false)
+	tick(int(limit() * priorityTick.Seconds()))
+	if g.pause != 0 {
+		t.Fatalf("next pause %v after a yield that worked, want slowPause again", g.pause)
+	}
+}
+
 // TestDefaultBudgetHoldsCostliestRead: at the default share the bucket
 // holds the estimate of the costliest read on a board of the assumed size,
 // so that no read is refused too_expensive by default.

@@ -484,6 +484,12 @@ func newMetrics(reg prometheus.Registerer, s *server) *metrics {
 	m.hit, m.stale, m.miss, m.coalesced = cache.WithLabelValues("hit"), cache.WithLabelValues("stale"), cache.WithLabelValues("miss"), cache.WithLabelValues("coalesced")
 	m.refused.WithLabelValues(codeOverloaded)
 	m.refused.WithLabelValues(codeTooExpensive)
+	if g := s.gov; g != nil && g.slow != nil {
+		register(reg, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Namespace: "rankd", Subsystem: "http", Name: "yield_pauses_total",
+			Help: "Times the API stopped yielding to a slow consumer (api.yield_latency) for a while because yielding all it could did not make the consumer fast."},
+			func() float64 { return float64(g.Paused()) }))
+	}
 	return m
 }
 

@@ -74,6 +74,9 @@ type ReadsRun struct {
 	RedisVisP99 float64 `json:"redis_visible_p99_ms"`
 	APIVisP99   float64 `json:"api_visible_p99_ms"`
 	APIPoll503  int     `json:"api_poll_503"` // the API poller's reads answered 503
+	// YieldPauses is how often the API stopped yielding to a slow consumer
+	// during the run (rankd_http_yield_pauses_total).
+	YieldPauses int `json:"yield_pauses"`
 	// APIPollP99Ms is the p99 of one read of the API poller (its own wait
 	// included: admission, a refresh of the cache entry).
 	APIPollP99Ms float64 `json:"api_poll_read_p99_ms"`
@@ -231,6 +234,7 @@ func (e *env) readsRun(ctx context.Context, rs *runningStack, key, apiURL string
 	cache0, _ := counterByLabel(g, "rankd_http_cache_requests_total", "result")
 	reqs0, _ := counterByLabel(g, "rankd_http_requests_total", "route")
 	rtime0, _ := counterByLabel(g, "rankd_http_redis_seconds_total", "route")
+	pauses0, _ := counterSum(g, "rankd_http_yield_pauses_total")
 	before, err := e.meter(ctx)
 	if err != nil {
 		return nil, err
@@ -288,6 +292,8 @@ func (e *env) readsRun(ctx context.Context, rs *runningStack, key, apiURL string
 	cache1, _ := counterByLabel(g, "rankd_http_cache_requests_total", "result")
 	reqs1, _ := counterByLabel(g, "rankd_http_requests_total", "route")
 	rtime1, _ := counterByLabel(g, "rankd_http_redis_seconds_total", "route")
+	pauses1, _ := counterSum(g, "rankd_http_yield_pauses_total")
+	r.YieldPauses = int(pauses1 - pauses0)
 	r.Produced = round(float64(pr.Events)/pr.Seconds, 0)
 	r.Ingested = round((msgs1-msgs0)/after.at.Sub(before.at).Seconds(), 0)
 	hits, total := cache1["hit"]-cache0["hit"]+cache1["stale"]-cache0["stale"], 0.0
@@ -345,7 +351,7 @@ func (r *Reads) Write(w io.Writer) {
 	_ = tw.Flush()
 	for _, x := range r.Runs {
 		if len(x.RedisUsPerRead) > 0 {
-			fmt.Fprintf(w, "  %s: Redis µs per read (cost model, hits included): %v\n", x.Name, x.RedisUsPerRead)
+			fmt.Fprintf(w, "  %s: Redis µs per read (cost model, hits included): %v; yield pauses: %d\n", x.Name, x.RedisUsPerRead, x.YieldPauses)
 		}
 	}
 }
