@@ -158,7 +158,7 @@ func testReplay(t *testing.T, bin string) {
 		t.Fatal("the log has no late message: the test proves less than it should")
 	}
 	compareStore(t, a.cfg, rdb, want.Oracle, nil, "(a) live, 1 worker")
-	checkLateLetters(t, broker.Addrs(), a.dlq, late, "(a)")
+	checkLateLetters(t, broker.Addrs(), a.dlq, late, "(a)", want.Explain)
 
 	// (b) four workers, small batches, two SIGKILLs.
 	for cycle := 0; cycle < 2; cycle++ {
@@ -169,7 +169,7 @@ func testReplay(t *testing.T, bin string) {
 	pb := startRankd(t, bin, env, runArgs(b)...)
 	drain(b, pb)
 	compareStore(t, b.cfg, rdb, want.Oracle, nil, "(b) live, 4 workers, killed twice")
-	checkLateLetters(t, broker.Addrs(), b.dlq, late, "(b)")
+	checkLateLetters(t, broker.Addrs(), b.dlq, late, "(b)", want.Explain)
 	pb.kill()
 
 	// --dry-run reports the oracle's late messages.
@@ -265,7 +265,7 @@ func testReplay(t *testing.T, bin string) {
 		}
 	}
 	compareStore(t, a.cfg, rdb, want.Oracle, nil, "(d) replayed while live")
-	checkLateLetters(t, broker.Addrs(), a.dlq, lateSet(want.Rejected), "(a) after the live tail")
+	checkLateLetters(t, broker.Addrs(), a.dlq, lateSet(want.Rejected), "(a) after the live tail", want.Explain)
 	// Only the active generation's board keys are left: the old one and
 	// the partial ones of the killed replays are deleted.
 	for _, k := range scanKeys(t, rdb, a.prefix+":*") {
@@ -469,7 +469,7 @@ func lateSet(rejected map[string]string) map[string]bool {
 
 // checkLateLetters fails the test unless the late dead letters of topic
 // (dead letters are at least once) are exactly the messages of want.
-func checkLateLetters(t *testing.T, brokers []string, topic string, want map[string]bool, what string) {
+func checkLateLetters(t *testing.T, brokers []string, topic string, want map[string]bool, what string, explain func(string) string) {
 	t.Helper()
 	got := map[string]bool{}
 	for _, m := range testenv.ReadLog(t, brokers, topic) {
@@ -493,6 +493,9 @@ func checkLateLetters(t *testing.T, brokers []string, topic string, want map[str
 				v = v[:300] + "..."
 			}
 			t.Logf("%s: late dead letter the oracle does not expect: %s, headers %v, value %s", what, where, h, v)
+			if explain != nil {
+				t.Logf("%s: the oracle saw %s", what, explain(where))
+			}
 		}
 	}
 	var missing, extra []string
