@@ -97,26 +97,44 @@ func TestGovernor(t *testing.T) {
 	}
 }
 
+// govClock is a governor with the clock in the test's hands, and the
+// consumer's state (behind, slow) as switches.
+type govClock struct {
+	g            *governor
+	now          time.Time
+	behind, slow atomic.Bool
+	ctx          context.Context // cancelled: it stands for the waits, so that nothing sleeps
+}
+
+func newGovClock() *govClock {
+	c := &govClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c.g = newGovernor(c.behind.Load, func() time.Time { return c.now })
+	c.g.slow = c.slow.Load
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c.ctx = ctx
+	return c
+}
+
+func (c *govClock) limit() float64 { return math.Float64frombits(c.g.limit.Load()) }
+
+// tick: n requests arrive in a tick, none waiting for an earlier one's
+// turn; the last one ends it.
+func (c *govClock) tick(n int) {
+	c.g.next = time.Time{}
+	for range n - 1 {
+		_ = c.g.admit(c.ctx, c.now)
+	}
+	c.now = c.now.Add(priorityTick)
+	_ = c.g.admit(c.ctx, c.now)
+}
+
 // TestGovernorSlow: while the consumer is slow (not behind), the limit
 // goes to 90% of the tick's rate, not 70%; behind wins over slow; once
 // neither, it grows by a quarter per tick.
 func TestGovernorSlow(t *testing.T) {
-	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	var behind, slow atomic.Bool
-	g := newGovernor(behind.Load, func() time.Time { return now })
-	g.slow = slow.Load
-	limit := func() float64 { return math.Float64frombits(g.limit.Load()) }
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	tick := func(n int) {
-		t.Helper()
-		g.next = time.Time{}
-		for range n - 1 {
-			_ = g.admit(ctx, now)
-		}
-		now = now.Add(priorityTick)
-		_ = g.admit(ctx, now)
-	}
+	c := newGovClock()
+	behind, slow, limit, tick := &c.behind, &c.slow, c.limit, c.tick
 	slow.Store(true)
 	tick(2000) // 20,000/s while slow: 90% of it
 	if want := 0.9 * 2000 / priorityTick.Seconds(); math.Abs(limit()-want) > 1e-6 {
@@ -142,22 +160,8 @@ func TestGovernorSlow(t *testing.T) {
 // then tries again, and pauses twice as long when that fails too; a yield
 // that makes the consumer fast brings the pause back to slowPause.
 func TestGovernorSlowPause(t *testing.T) {
-	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	var behind, slow atomic.Bool
-	g := newGovernor(behind.Load, func() time.Time { return now })
-	g.slow = slow.Load
-	limit := func() float64 { return math.Float64frombits(g.limit.Load()) }
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	tick := func(n int) {
-		t.Helper()
-		g.next = time.Time{}
-		for range n - 1 {
-			_ = g.admit(ctx, now)
-		}
-		now = now.Add(priorityTick)
-		_ = g.admit(ctx, now)
-	}
+	c := newGovClock()
+	g, behind, slow, limit, tick := c.g, &c.behind, &c.slow, c.limit, c.tick
 	// ticks until the limit lifts (at most max), and the ticks at the floor
 	untilLifted := func(n, max int) (ticks, atFloor int) {
 		t.Helper()
@@ -194,11 +198,11 @@ func TestGovernorSlowPause(t *testing.T) {
 	}
 	behind.Store(false) // the pause is over: it yields again, and fails again
 	_, atFloor = untilLifted(2000, 200)
-	if atFloor != floorTicks || g.Paused() != 2 || !g.pauseUntil.Equal(now.Add(2*slowPause)) {
-		t.Fatalf("%d ticks at the floor, %d pauses, paused until %v; want %d, 2, %v", atFloor, g.Paused(), g.pauseUntil, floorTicks, now.Add(2*slowPause))
+	if atFloor != floorTicks || g.Paused() != 2 || !g.pauseUntil.Equal(c.now.Add(2*slowPause)) {
+		t.Fatalf("%d ticks at the floor, %d pauses, paused until %v; want %d, 2, %v", atFloor, g.Paused(), g.pauseUntil, floorTicks, c.now.Add(2*slowPause))
 	}
 	// after it, a yield that works: the pause is back to slowPause
-	now = g.pauseUntil.Add(time.Second)
+	c.now = g.pauseUntil.Add(time.Second)
 	tick(2000)
 	if limit() == 0 {
 		t.Fatal("no limit while slow after the pause")

@@ -53,7 +53,8 @@ func TestFolder(t *testing.T) {
 				t.Fatalf("%d of %d boards foldable: the test needs both kinds", foldable, len(boards))
 			}
 			seen := map[string]bool{}
-			var applied, folds, oor, late int
+			var folds int
+			verdicts := map[ranking.Status]int{} // counted
 			for i, call := range oracle.Workload(seed, 1500, boards, oracle.GenOptions{}) {
 				res, err := live.Apply(ctx, store.Group(call))
 				if err != nil {
@@ -106,20 +107,14 @@ func TestFolder(t *testing.T) {
 						u := call[k]
 						t.Fatalf("call %d update %d (%s %v member %q value %d at %s): folded %v, script %v", i, k, u.Board, u.Dims, u.Member, u.Value, u.Time, got[k], res.Status[k])
 					}
-					switch res.Status[k] {
-					case ranking.StatusApplied:
-						applied++
-					case ranking.StatusOutOfRange:
-						oor++
-					case ranking.StatusLate:
-						late++
-					}
+					verdicts[res.Status[k]]++
 				}
 			}
 			n, err := f.Flush(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
+			applied, oor, late := verdicts[ranking.StatusApplied], verdicts[ranking.StatusOutOfRange], verdicts[ranking.StatusLate]
 			t.Logf("%d updates applied (%d folded into %d members), %d out of range, %d late", applied, folds, n, oor, late)
 			if oor == 0 || late == 0 || folds == 0 {
 				t.Fatalf("the workload gave %d out of range, %d late and %d folded: it proves less than it should", oor, late, folds)

@@ -49,7 +49,7 @@ func TestPackedCalls(t *testing.T) {
 				expect[s] = sp[0].Left
 				return res
 			}
-			var applied, oor, late, dup int
+			verdicts := map[ranking.Status]int{} // counted
 			for i, call := range oracle.Workload(seed, 1500, boards, oracle.GenOptions{}) {
 				want := apply(perUpdate, store.Group(call))
 				got := apply(packed, store.Group(call))
@@ -60,19 +60,11 @@ func TestPackedCalls(t *testing.T) {
 						t.Fatalf("call %d update %d (%s %v member %q value %d at %s): packed %v (repeated %v), per update %v (repeated %v)",
 							i, k, u.Board, u.Dims, u.Member, u.Value, u.Time, got.Status[k], got.Repeated[k], want.Status[k], want.Repeated[k])
 					}
-					switch want.Status[k] {
-					case ranking.StatusApplied:
-						applied++
-					case ranking.StatusOutOfRange:
-						oor++
-					case ranking.StatusLate:
-						late++
-					case ranking.StatusDuplicate:
-						dup++
-					}
+					verdicts[want.Status[k]]++
 				}
 			}
 			held, replanned := packed.PackedCalls()
+			applied, oor, late, dup := verdicts[ranking.StatusApplied], verdicts[ranking.StatusOutOfRange], verdicts[ranking.StatusLate], verdicts[ranking.StatusDuplicate]
 			t.Logf("%d updates applied, %d out of range, %d late, %d duplicates; packed calls: %d held, %d sent again per update",
 				applied, oor, late, dup, held, replanned)
 			if oor == 0 || late == 0 || dup == 0 || held == 0 || replanned == 0 {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/segmentio/kafka-go"
 
@@ -81,15 +82,7 @@ func (e *env) latency(ctx context.Context, rate float64) (*Latency, error) {
 	if err := e.resetStats(ctx); err != nil {
 		return nil, err
 	}
-	updates0, err := counterSum(rs.Metrics(), "rankd_sink_updates_applied_total")
-	if err != nil {
-		return nil, err
-	}
-	batches0, msgs0, err := histogram(rs.Metrics(), "rankd_consumer_batch_messages")
-	if err != nil {
-		return nil, err
-	}
-	_, apply0, err := histogram(rs.Metrics(), "rankd_consumer_apply_duration_seconds")
+	c0, err := consumerTotalsOf(rs.Metrics())
 	if err != nil {
 		return nil, err
 	}
@@ -129,15 +122,7 @@ func (e *env) latency(ctx context.Context, rate float64) (*Latency, error) {
 	if err != nil {
 		return nil, err
 	}
-	updates1, err := counterSum(rs.Metrics(), "rankd_sink_updates_applied_total")
-	if err != nil {
-		return nil, err
-	}
-	batches1, msgs1, err := histogram(rs.Metrics(), "rankd_consumer_batch_messages")
-	if err != nil {
-		return nil, err
-	}
-	_, apply1, err := histogram(rs.Metrics(), "rankd_consumer_apply_duration_seconds")
+	c1, err := consumerTotalsOf(rs.Metrics())
 	if err != nil {
 		return nil, err
 	}
@@ -150,14 +135,30 @@ func (e *env) latency(ctx context.Context, rate float64) (*Latency, error) {
 		Seconds: round(pr.Seconds, 2), Events: n, Markers: pr.Markers, LagAtEnd: behind,
 		ProduceP50Ms: pr.ProduceP50Ms, Redis: res.Redis, API: res.API, CacheTTL: rs.cfg.API.CacheTTL.String(),
 		TrafficCPU: round((cpu1-cpu0).Seconds()/after.at.Sub(before.at).Seconds(), 2)}
-	l.CPU = cpu(before, after, n, int64(updates1-updates0), after.at.Sub(before.at))
-	if b := batches1 - batches0; b > 0 {
-		l.Batches, l.BatchMessages, l.BatchApplyMs = int64(b), round((msgs1-msgs0)/b, 0), round(1000*(apply1-apply0)/b, 1)
+	l.CPU = cpu(before, after, n, int64(c1.updates-c0.updates), after.at.Sub(before.at))
+	if b := c1.batches - c0.batches; b > 0 {
+		l.Batches, l.BatchMessages, l.BatchApplyMs = int64(b), round((c1.messages-c0.messages)/b, 0), round(1000*(c1.applySecs-c0.applySecs)/b, 1)
 	}
 	if l.Commands, err = e.commandStats(ctx, n, after.redis-before.redis); err != nil {
 		return nil, err
 	}
 	return l, nil
+}
+
+// consumerTotals are a rankd stack's consumer counters at one moment.
+type consumerTotals struct {
+	updates           float64 // board updates applied
+	batches, messages float64 // batches, and their messages
+	applySecs         float64 // time spent applying them (Sink.Apply)
+}
+
+func consumerTotalsOf(g prometheus.Gatherer) (consumerTotals, error) {
+	var c consumerTotals
+	var err [3]error
+	c.updates, err[0] = counterSum(g, "rankd_sink_updates_applied_total")
+	c.batches, c.messages, err[1] = histogram(g, "rankd_consumer_batch_messages")
+	_, c.applySecs, err[2] = histogram(g, "rankd_consumer_apply_duration_seconds")
+	return c, errors.Join(err[:]...)
 }
 
 // markers are the send times of the markers.
