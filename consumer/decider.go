@@ -31,6 +31,7 @@ type Decider struct {
 	mu          sync.Mutex
 	claims      map[store.IDKey]*claimRef // the batch that applies the ID
 	verdicts    map[store.IDKey][]ranking.Status
+	refs        []*claimRef            // every batch's, for Held
 	parts       map[partitionKey]int32 // an index per partition
 	last        []int64                // the latest Kafka time (ms) of each partition's messages
 	failed      error
@@ -56,10 +57,13 @@ type claimRef struct {
 	batch *claimBatch
 	part  int32
 	at    int64
+	n     int // IDs claimed through it
+	out   int // Held: its bucket's index in the result
 }
 
-// ref returns b's claimRef of part and at.
-func (b *claimBatch) ref(part int32, at int64) *claimRef {
+// ref returns b's claimRef of part and at, made on first use; d.mu is
+// held.
+func (d *Decider) ref(b *claimBatch, part int32, at int64) *claimRef {
 	for _, r := range b.refs {
 		if r.part == part && r.at == at {
 			return r
@@ -67,6 +71,7 @@ func (b *claimBatch) ref(part int32, at int64) *claimRef {
 	}
 	r := &claimRef{batch: b, part: part, at: at}
 	b.refs = append(b.refs, r)
+	d.refs = append(d.refs, r)
 	return r
 }
 
@@ -129,7 +134,9 @@ func (d *Decider) claim(key store.IDKey, part int32, t time.Time, batch *claimBa
 	if ms >= 0 {
 		at = ms / d.step
 	}
-	d.claims[key] = batch.ref(part, at)
+	r := d.ref(batch, part, at)
+	r.n++
+	d.claims[key] = r
 	return batch, true
 }
 
@@ -192,23 +199,30 @@ func (d *Decider) Held(now time.Time) ([]store.HeldBucket, error) {
 		lag := max(now.UnixMilli()-d.last[r.part], 0)
 		return ((r.at+1)*d.step - 1 + lag) / d.width // the step's end: rounded up
 	}
-	count := map[int64]int{}
-	for _, r := range d.claims {
-		count[bucket(r)]++
+	// per claimRef (a few per batch) its bucket, and the room of each
+	// bucket's IDs; then one pass over the IDs
+	index, count := map[int64]int{}, []int{}
+	for _, r := range d.refs {
+		b := bucket(r)
+		i, ok := index[b]
+		if !ok {
+			i = len(count)
+			index[b] = i
+			count = append(count, 0)
+		}
+		r.out, count[i] = i, count[i]+r.n
 	}
 	all := make([]store.HeldID, len(d.claims))
-	out := make([]store.HeldBucket, 0, len(count))
-	at := map[int64]int{}
-	for b, n := range count {
-		at[b] = len(out)
-		out = append(out, store.HeldBucket{Bucket: b, IDs: all[:0:n]})
-		all = all[n:]
+	out := make([]store.HeldBucket, len(count))
+	for b, i := range index {
+		out[i] = store.HeldBucket{Bucket: b, IDs: all[:0:count[i]]}
+		all = all[count[i]:]
 	}
 	for k, r := range d.claims {
-		h := &out[at[bucket(r)]]
+		h := &out[r.out]
 		h.IDs = append(h.IDs, store.HeldID{Key: k, Statuses: d.verdicts[k]})
 	}
-	d.claims, d.verdicts = nil, nil
+	d.claims, d.verdicts, d.refs = nil, nil, nil
 	return out, nil
 }
 
