@@ -23,8 +23,9 @@ type API struct {
 	// ConcurrentReads bounds the reads whose Redis work runs at once;
 	// default 8.
 	ConcurrentReads int
-	// ConcurrentWrites bounds the responses written to their connections
-	// at once; default 0: twice GOMAXPROCS.
+	// ConcurrentWrites is accepted and ignored, with a warning (Warnings):
+	// it bounded the responses net/http wrote at once, before rankd's
+	// server was fasthttp.
 	ConcurrentWrites int
 	// YieldLatency: the API also yields to ingestion while a batch of the
 	// consumer took longer than this from the fetch of its first message
@@ -92,7 +93,7 @@ func (l *loader) validateAPI(c *Config) {
 		l.errorf("api.concurrent_reads", "must be at least 1, got %d", a.ConcurrentReads)
 	}
 	if a.ConcurrentWrites < 0 {
-		l.errorf("api.concurrent_writes", "must be 0 (twice GOMAXPROCS) or positive, got %d", a.ConcurrentWrites)
+		l.errorf("api.concurrent_writes", "must be 0 or positive (and has no effect: remove it), got %d", a.ConcurrentWrites)
 	}
 	if a.YieldLatency < 0 {
 		l.errorf("api.yield_latency", "must be 0 (yield only when the consumer is behind) or positive, got %v", a.YieldLatency)

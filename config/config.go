@@ -145,7 +145,10 @@ type HTTP struct {
 	// (/healthz and /readyz stay open); from RANKD_HTTP_TOKEN or TokenFile.
 	Token     Secret
 	TokenFile string
-	// Server limits; defaults 10s, 30s, 30s, 2m and 64 KiB.
+	// Server limits; defaults 10s, 30s, 30s, 2m and 16 KiB. A request
+	// (its line and headers: bodies are refused) must arrive within the
+	// shorter of the two read timeouts; MaxHeaderBytes is also each
+	// connection's read buffer.
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
 	WriteTimeout      time.Duration

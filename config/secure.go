@@ -187,7 +187,7 @@ func defaultHTTP() HTTP {
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    16 << 10,
 		MaxConns:          DefaultMaxConns,
 	}
 }
@@ -458,6 +458,10 @@ func (c *Config) Warnings() []string {
 	}
 	if c.Kafka.TLS.Enabled && c.Kafka.TLS.InsecureSkipVerify {
 		w = append(w, "warning: kafka.tls.insecure_skip_verify: the brokers' certificates are not checked")
+	}
+	if c.API.ConcurrentWrites != 0 {
+		w = append(w, "warning: api.concurrent_writes has no effect since rankd serves HTTP with fasthttp, which writes each response "+
+			"in its connection's goroutine (the API still yields to ingestion); remove the setting")
 	}
 	if c.Kafka.SASL.Mechanism == SASLPlain && !c.Kafka.TLS.Enabled {
 		w = append(w, "warning: kafka.sasl.mechanism PLAIN without kafka.tls: the password crosses the network in clear")

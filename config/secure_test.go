@@ -298,7 +298,7 @@ func TestHTTPDefaults(t *testing.T) {
 	}
 	h := c.HTTP
 	if h.ReadHeaderTimeout != 10*time.Second || h.ReadTimeout != 30*time.Second || h.WriteTimeout != 30*time.Second ||
-		h.IdleTimeout != 2*time.Minute || h.MaxHeaderBytes != 64<<10 || h.Token != "" || h.MetricsListen != "" {
+		h.IdleTimeout != 2*time.Minute || h.MaxHeaderBytes != 16<<10 || h.Token != "" || h.MetricsListen != "" {
 		t.Fatalf("http defaults %+v", h)
 	}
 	t.Setenv(EnvHTTPMetricsListen, "127.0.0.1:9100")

@@ -87,7 +87,6 @@ func benchFlags(fs *pflag.FlagSet, adjust func(*bench.Options)) cli.RunFunc {
 	fs.IntVar(&o.ReadClients, "read-clients", 1000, "`clients` of the reads phase")
 	fs.Float64Var(&o.ReadRate, "read-rate", 20000, "ingestion `rate` (events/s) of the reads phase")
 	fs.DurationVar(&o.ReadDuration, "read-duration", 20*time.Second, "how long each run of the reads phase lasts")
-	fs.IntVar(&o.ReadWrites, "read-concurrent-writes", 0, "rankd's api.concurrent_writes (`n` responses written at once; 0: twice GOMAXPROCS)")
 	fs.DurationVar(&o.YieldLatency, "read-yield-latency", 0, "rankd's api.yield_latency (-1s: off; default the config's, 100ms)")
 	skip := fs.String("skip", "", "comma-separated `phases` not to run: "+strings.Join(bench.Phases, ", "))
 	fs.StringVar(&o.JSON, "json", "", "write the results as JSON to `file`")

@@ -342,6 +342,8 @@ func TestSecureRun(t *testing.T) {
 			{top, "wrong-token-0123456789", 401},
 			{top, w.token + "x", 401},
 			{top, w.token, 200},
+			{top, "", 401},                       // cached now: a hit checks the token too
+			{top, "wrong-token-0123456789", 401}, // (served before any routing)
 			{api + "/v1/boards", "", 401},
 			{api + "/", "", 401}, // the HTML page too
 			{metrics + "/metrics", "", 401},

@@ -2,11 +2,9 @@ package assembly
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+	"github.com/valyala/fasthttp"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rankd/rankd/config"
@@ -116,8 +115,8 @@ type Stack struct {
 	rdb   redis.UniversalClient
 	store *store.Store
 	cons  *consumer.Consumer
-	srv   *http.Server
-	msrv  *http.Server            // of http.metrics_listen, or nil (http.go)
+	srv   *fasthttp.Server
+	msrv  *fasthttp.Server        // of http.metrics_listen, or nil (http.go)
 	mln   net.Listener            // its listener, opened by Listen
 	check *httpapi.BackgroundPing // Redis readiness, checked in the background
 	conns *httpapi.ConnLimit      // of srv (http.max_conns)
@@ -225,14 +224,14 @@ func (s *Stack) Run(ctx context.Context, ln net.Listener) error {
 		return nil
 	})
 	g.Go(func() error {
-		if err := s.srv.Serve(s.conns.Limit(s.srv, ln)); !errors.Is(err, http.ErrServerClosed) {
+		if err := s.srv.Serve(s.conns.Limit(s.srv, ln)); err != nil {
 			return fmt.Errorf("http: %w", err)
 		}
 		return nil
 	})
 	if s.mln != nil {
 		g.Go(func() error {
-			if err := s.msrv.Serve(s.mln); !errors.Is(err, http.ErrServerClosed) {
+			if err := s.msrv.Serve(s.mln); err != nil {
 				return fmt.Errorf("http metrics: %w", err)
 			}
 			return nil
@@ -244,9 +243,9 @@ func (s *Stack) Run(ctx context.Context, ln net.Listener) error {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownTimeout)
 		defer cancel()
 		if s.mln != nil {
-			_ = s.msrv.Shutdown(sctx)
+			_ = s.msrv.ShutdownWithContext(sctx)
 		}
-		if err := s.srv.Shutdown(sctx); err != nil {
+		if err := s.srv.ShutdownWithContext(sctx); err != nil {
 			return fmt.Errorf("http shutdown: %w", err)
 		}
 		return nil
@@ -323,9 +322,6 @@ func (s *Stack) runStandings(ctx context.Context) error {
 // reads), the bound on concurrent reads and that on concurrent writes.
 func apiOptions(a config.API) []httpapi.Option {
 	opts := []httpapi.Option{httpapi.WithCache(a.CacheTTL, a.CacheMaxBytes), httpapi.WithConcurrentReads(a.ConcurrentReads)}
-	if a.ConcurrentWrites > 0 {
-		opts = append(opts, httpapi.WithServingLimit(a.ConcurrentWrites))
-	}
 	if a.RedisBudget > 0 {
 		opts = append(opts, httpapi.WithRedisBudget(a.RedisBudget), httpapi.WithExpensiveRate(0))
 	}

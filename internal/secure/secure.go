@@ -145,12 +145,21 @@ func Bearer(token config.Secret, h http.Handler) http.Handler {
 // BearerCheck returns Bearer's check: whether a request carries the
 // token. An empty token returns nil: no check.
 func BearerCheck(token config.Secret) func(*http.Request) bool {
+	ok := TokenCheck(token)
+	if ok == nil {
+		return nil
+	}
+	return func(r *http.Request) bool { return ok(r.Header.Get("Authorization")) }
+}
+
+// TokenCheck returns the check of an Authorization header's value: whether
+// it is "Bearer <token>". An empty token returns nil: no check.
+func TokenCheck(token config.Secret) func(authorization string) bool {
 	if token == "" {
 		return nil
 	}
 	want := sha256.Sum256([]byte(token.Value()))
-	return func(r *http.Request) bool {
-		auth := r.Header.Get("Authorization")
+	return func(auth string) bool {
 		ok := len(auth) > len("Bearer ") && strings.EqualFold(auth[:len("Bearer ")], "Bearer ")
 		got := ""
 		if ok {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/rankd/rankd/internal/testenv"
 	"github.com/rankd/rankd/ranking"
@@ -100,19 +102,7 @@ func TestCacheMetrics(t *testing.T) {
 			t.Fatalf("%d %s", code, body)
 		}
 	}
-	got := map[string]float64{}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "rankd_http_cache_requests_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
-		}
-	}
+	got := cacheResults(t, reg)
 	if got["hit"] != 2 || got["miss"] != 1 || got["coalesced"] != 0 {
 		t.Errorf("cache results %v, want 2 hits, 1 miss", got)
 	}
@@ -171,13 +161,13 @@ func TestConnLimit(t *testing.T) {
 	srv, _ := fixture(t)
 	h := srv.Config.Handler
 	limit := httpapi.NewConnLimit(2)
-	s := &http.Server{Handler: h}
+	s := &fasthttp.Server{Handler: fasthttpadaptor.NewFastHTTPHandler(h)}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = s.Serve(limit.Limit(s, ln)) }()
-	t.Cleanup(func() { _ = s.Close() })
+	t.Cleanup(func() { _ = s.Shutdown() })
 	addr := ln.Addr().String()
 	request := func(c net.Conn) (int, error) {
 		if _, err := fmt.Fprintf(c, "GET /v1/boards/tot/top?limit=1 HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
@@ -204,7 +194,7 @@ func TestConnLimit(t *testing.T) {
 		}
 		idle = append(idle, c)
 	}
-	// net/http marks a connection idle after the client has its response:
+	// fasthttp marks a connection idle after the client has its response:
 	// wait for the server to see both idle
 	for deadline := time.Now().Add(5 * time.Second); limit.Idle() < 2; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -3,17 +3,18 @@ package httpapi
 import (
 	"container/list"
 	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // DefaultMaxConns is the default cap on the open connections of the HTTP
 // server (ConnLimit; rankd run's http.max_conns).
 const DefaultMaxConns = 4096
 
-// ConnLimit caps the open connections of an http.Server. A connection over
+// ConnLimit caps the open connections of a fasthttp.Server. A connection over
 // the cap first takes the place of the connection idle the longest (a
 // keep-alive connection between requests, closed as the server would at
 // its idle timeout); when none is idle, it is answered 503 at once and
@@ -36,9 +37,9 @@ func NewConnLimit(n int) *ConnLimit { return &ConnLimit{max: max(n, 1)} }
 // Limit makes srv's connections count against the cap: it wraps ln, and
 // srv.ConnState (keeping any function already set). Serve srv on the
 // returned listener.
-func (l *ConnLimit) Limit(srv *http.Server, ln net.Listener) net.Listener {
+func (l *ConnLimit) Limit(srv *fasthttp.Server, ln net.Listener) net.Listener {
 	prev := srv.ConnState
-	srv.ConnState = func(c net.Conn, st http.ConnState) {
+	srv.ConnState = func(c net.Conn, st fasthttp.ConnState) {
 		l.connState(c, st)
 		if prev != nil {
 			prev(c, st)
@@ -59,7 +60,7 @@ func (l *ConnLimit) Open() int {
 func (l *ConnLimit) Refused() int64 { return l.refused.Load() }
 func (l *ConnLimit) Evicted() int64 { return l.evicted.Load() }
 
-func (l *ConnLimit) connState(c net.Conn, st http.ConnState) {
+func (l *ConnLimit) connState(c net.Conn, st fasthttp.ConnState) {
 	lc, ok := c.(*limitedConn)
 	if !ok {
 		return
@@ -70,7 +71,7 @@ func (l *ConnLimit) connState(c net.Conn, st http.ConnState) {
 		l.idle.Remove(lc.elem)
 		lc.elem = nil
 	}
-	if st == http.StateIdle && !lc.closed {
+	if st == fasthttp.StateIdle && !lc.closed {
 		lc.elem = l.idle.PushBack(lc)
 	}
 }

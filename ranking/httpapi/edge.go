@@ -230,46 +230,60 @@ func (s *server) storeNow() int64 {
 // serveHit serves GET and HEAD requests whose response the cache holds,
 // fresh, and reports whether it did. It is the whole of a hit: no routing,
 // no parsing, no allocation but net/http's own; its metrics are those the
-// route would count (pre-resolved per route).
+// route would count (pre-resolved per route). serveHitFast is the same for
+// fasthttp, the server rankd runs.
 func (s *server) serveHit(w http.ResponseWriter, r *http.Request) bool {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return false
 	}
 	start := s.clock()
-	e, fresh := s.cache.get(cacheKey{path: r.URL.EscapedPath(), query: r.URL.RawQuery}, start.UnixNano(), s.storeNow())
-	if e == nil || (!fresh && !e.refreshing.Load()) {
-		return false // the route reads it
+	e, fresh, ok := s.hitEntry(r.Context(), cacheKey{path: r.URL.EscapedPath(), query: r.URL.RawQuery}, start)
+	if !ok {
+		return false
 	}
-	if s.gov != nil {
-		if s.gov.admit(r.Context(), start) != nil {
-			return false // the route answers (overloaded, or the client left)
-		}
-		if e, fresh = s.cache.get(e.key, s.clock().UnixNano(), s.storeNow()); e == nil || (!fresh && !e.refreshing.Load()) {
-			return false // expired while it waited: the route reads it again
-		}
-	}
-	var status int
-	if fresh {
-		s.cache.hits.Add(1)
-		e.hit()
-		status = s.cache.serve(w, r, e)
-		if s.m != nil {
-			s.m.hit.Inc()
-		}
-	} else {
-		status = s.serveStale(w, r, e)
-	}
-	if s.m != nil {
-		e.route.served(status, s.clock().Sub(start))
-	}
-	s.flush(w, r)
+	s.countHit(e, fresh)
+	s.served(e, s.cache.serve(w, r, e), start)
 	return true
 }
 
-// serveStale serves an expired entry that another request reads again.
-func (s *server) serveStale(w http.ResponseWriter, r *http.Request, e *cached) int {
-	s.countStale()
-	return s.cache.serve(w, r, e)
+// hitEntry returns the entry a hit on k serves and whether it is fresh,
+// once the request's turn came (WithPriority); ok is false when the route
+// must answer: no entry, an expired one nobody reads again, or a refusal
+// to wait (the route answers it).
+func (s *server) hitEntry(ctx context.Context, k cacheKey, start time.Time) (e *cached, fresh, ok bool) {
+	e, fresh = s.cache.get(k, start.UnixNano(), s.storeNow())
+	if e == nil || (!fresh && !e.refreshing.Load()) {
+		return nil, false, false // the route reads it
+	}
+	if s.gov != nil {
+		if s.gov.admit(ctx, start) != nil {
+			return nil, false, false // the route answers (overloaded, or the client left)
+		}
+		if e, fresh = s.cache.get(e.key, s.clock().UnixNano(), s.storeNow()); e == nil || (!fresh && !e.refreshing.Load()) {
+			return nil, false, false // expired while it waited: the route reads it again
+		}
+	}
+	return e, fresh, true
+}
+
+// countHit counts a response served from e: a hit, or stale.
+func (s *server) countHit(e *cached, fresh bool) {
+	if !fresh {
+		s.countStale()
+		return
+	}
+	s.cache.hits.Add(1)
+	e.hit()
+	if s.m != nil {
+		s.m.hit.Inc()
+	}
+}
+
+// served counts the response of e's route.
+func (s *server) served(e *cached, status int, start time.Time) {
+	if s.m != nil {
+		e.route.served(status, s.clock().Sub(start))
+	}
 }
 
 // countStale counts a response from an expired entry.

@@ -32,7 +32,6 @@ type config struct {
 	budget     float64
 	reads      int
 	clock      func() time.Time
-	serving    int
 	behind     func() bool
 	// latency and latencyTarget: WithLatencyTarget
 	latency       func() time.Duration
@@ -99,8 +98,7 @@ type server struct {
 	storeClock interface{ Now() time.Time } // the store's, if it has one
 	routes     map[string]*routeMetrics     // by route name; nil values without metrics
 
-	serving chan struct{} // serving.go: one per response being written; nil: no bound
-	gov     *governor     // priority.go; nil: no priority to ingestion
+	gov *governor // priority.go; nil: no priority to ingestion
 
 	model   store.CostModel                                    // of estimates and the real costs
 	observe func(route string, estimate, counted store.Counts) // tests: each read's counts
@@ -141,7 +139,7 @@ func (a *api) ServeCached(w http.ResponseWriter, r *http.Request) bool {
 func New(st Store, opts ...Option) http.Handler {
 	c := config{log: slog.Default(), timeout: DefaultTimeout, expensive: DefaultExpensive,
 		queueWait: DefaultQueueWait, denseSteps: DefaultDenseBudget, rate: DefaultExpensiveRate, reads: DefaultReads,
-		clock: time.Now, serving: DefaultServing()}
+		clock: time.Now}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -164,9 +162,6 @@ func New(st Store, opts ...Option) http.Handler {
 	if c.reads > 0 {
 		s.reads = make(chan struct{}, c.reads)
 		s.hot = make(chan struct{}, hotReads)
-	}
-	if c.serving > 0 {
-		s.serving = make(chan struct{}, c.serving)
 	}
 	if c.behind != nil {
 		s.gov = newGovernor(c.behind, c.clock)
@@ -211,31 +206,21 @@ func (s *server) route(name string, h handlerFunc) http.Handler {
 		if err := h(sw, r); err != nil {
 			s.writeError(sw, r, err)
 		}
-		// counted before the response leaves, as when net/http wrote it
-		// after the handler: a client that has it sees it counted
+		// counted before the response leaves: a client that has it sees
+		// it counted
 		rm.served(sw.status, s.clock().Sub(start))
-		if sw.wrote {
-			s.flush(w, r)
-		}
 	})
 }
 
-// statusWriter records the status code for metrics, and whether anything
-// was written.
+// statusWriter records the status code for metrics.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
-	wrote  bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	w.status, w.wrote = code, true
+	w.status = code
 	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(p []byte) (int, error) {
-	w.wrote = true
-	return w.ResponseWriter.Write(p)
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -113,9 +113,6 @@ type Options struct {
 	ReadClients  int
 	ReadRate     float64
 	ReadDuration time.Duration
-	// ReadWrites is rankd's api.concurrent_writes in every phase; 0: the
-	// default (twice GOMAXPROCS).
-	ReadWrites int
 	// YieldLatency, if set, is rankd's api.yield_latency in every phase
 	// (negative: 0, off); default the config's.
 	YieldLatency time.Duration
@@ -507,7 +504,6 @@ func (e *env) config(group, prefix string) (*config.Config, error) {
 	cfg.Kafka.Brokers = e.brokers
 	cfg.Redis.Addr, cfg.Redis.Addrs, cfg.Redis.Password, cfg.Redis.DB = e.redisAddr, nil, "", 0
 	cfg.HTTP.Listen = "127.0.0.1:0"
-	cfg.API.ConcurrentWrites = e.o.ReadWrites
 	if t := e.o.YieldLatency; t != 0 {
 		cfg.API.YieldLatency = max(t, 0)
 	}
