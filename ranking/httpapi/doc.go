@@ -136,15 +136,14 @@
 //
 // # Serving under load
 //
-// A cache hit is served before any routing (CachedServer), from bytes and
+// A cache hit is served before any routing (CachedServer for net/http,
+// FastCachedServer for fasthttp, the server rankd runs), from bytes and
 // header values prepared when the entry was stored: about 0.3 µs of the
 // handler's own work, no allocation (BenchmarkCachedRead); the rest of
-// what a hit costs the process is net/http's parsing and header writing
-// and the two system calls (see the README's benchmarks). At most
-// WithServingLimit responses (twice GOMAXPROCS) are written to their
-// connections at once; with WithPriority the API slows the responses it
-// starts while the consumer is behind, so that readers never take the
-// consumer's CPU (priority.go).
+// what a hit costs the process is the server's parsing and header writing
+// and the system calls (see the README's benchmarks). With WithPriority
+// the API slows the responses it starts while the consumer is behind, so
+// that readers never take the consumer's CPU (priority.go).
 //
 // # Errors
 //
