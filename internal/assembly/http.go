@@ -72,12 +72,15 @@ func newHTTPServers(h config.HTTP, log *slog.Logger, api, metrics, health, ready
 }
 
 // adapt serves h through fasthttpadaptor, refusing request bodies. The
-// request's context ends when h returns, not when the server shuts down:
-// the requests in flight then finish, as with net/http's Shutdown.
+// request's context is a background one, not the fasthttp.RequestCtx the
+// adaptor gives: that one ends when the server shuts down (the requests
+// in flight should finish, as with net/http's Shutdown), and fasthttp
+// reuses it for the connection's next request, while a read that timed
+// out may still use its context until its next Redis call.
 func adapt(h http.Handler) fasthttp.RequestHandler {
 	h = secure.NoBody(h)
 	return fasthttpadaptor.NewFastHTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(w, r.WithContext(context.WithoutCancel(r.Context())))
+		h.ServeHTTP(w, r.WithContext(context.Background()))
 	}))
 }
 
