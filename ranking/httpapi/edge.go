@@ -257,7 +257,7 @@ func (s *server) hitEntry(ctx context.Context, k cacheKey, start time.Time) (e *
 	}
 	if s.gov != nil {
 		if s.gov.admit(ctx, start) != nil {
-			return nil, false, false // the route answers (overloaded, or the server is shutting down)
+			return nil, false, false // the route answers (overloaded, the client left, or the server stops)
 		}
 		if e, fresh = s.cache.get(e.key, s.clock().UnixNano(), s.storeNow()); e == nil || (!fresh && !e.refreshing.Load()) {
 			return nil, false, false // expired while it waited: the route reads it again
