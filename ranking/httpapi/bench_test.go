@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 
 	"github.com/rankd/rankd/ranking/httpapi"
 )
@@ -57,6 +58,43 @@ func BenchmarkCachedRead(b *testing.B) {
 			}
 			if want := map[bool]int{false: 0, true: 304}[tt.inm]; w.status != want {
 				b.Fatalf("status %d, want %d", w.status, want)
+			}
+		})
+	}
+}
+
+// BenchmarkCachedReadFast is BenchmarkCachedRead for fasthttp's hit path
+// (ServeCachedFast): the request parsed, the response not written.
+func BenchmarkCachedReadFast(b *testing.B) {
+	srv, _ := fixture(b, httpapi.WithCache(time.Hour, 1<<20), httpapi.WithRegisterer(prometheus.NewRegistry()),
+		httpapi.WithPriority(func() bool { return false }))
+	h := srv.Config.Handler
+	fc := h.(httpapi.FastCachedServer)
+	const target = "/v1/boards/day/top?limit=20"
+	w := &headerWriter{h: http.Header{}}
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, target, nil)) // the miss that fills the cache
+	if w.status != 0 && w.status != 200 {
+		b.Fatalf("status %d", w.status)
+	}
+	for _, tt := range []struct {
+		name string
+		inm  bool
+	}{{"200", false}, {"304", true}} {
+		b.Run(tt.name, func(b *testing.B) {
+			var ctx fasthttp.RequestCtx
+			ctx.Request.SetRequestURI(target)
+			if tt.inm {
+				ctx.Request.Header.Set("If-None-Match", w.h.Get("ETag"))
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				ctx.Response.Reset()
+				if !fc.ServeCachedFast(&ctx) {
+					b.Fatal("not served from the cache")
+				}
+			}
+			if want := map[bool]int{false: 200, true: 304}[tt.inm]; ctx.Response.StatusCode() != want {
+				b.Fatalf("status %d, want %d", ctx.Response.StatusCode(), want)
 			}
 		})
 	}

@@ -74,11 +74,13 @@ type cacheKey struct {
 
 // cached is one rendered response, with the values of its headers.
 type cached struct {
-	key     cacheKey
-	body    []byte
-	etag    []string // ETag
-	length  []string // Content-Length
-	expires int64    // unix ns
+	key  cacheKey
+	body []byte
+	etag []string // ETag
+	// etagBytes is etag[0] for fasthttp (fast.go)
+	etagBytes []byte
+	length    []string // Content-Length
+	expires   int64    // unix ns
 	// periodEnd is the end of the board's period that was current when
 	// the entry was read, in unix ns of the store's clock (0: none)
 	periodEnd int64
@@ -123,19 +125,22 @@ type cacheShard struct {
 
 // respCache is the response cache.
 type respCache struct {
-	ttl      time.Duration
-	maxAge   []string // Cache-Control
-	perShard int
-	seed     maphash.Seed
-	shards   [cacheShards]cacheShard
-	flight   singleflight.Group
+	ttl    time.Duration
+	maxAge []string // Cache-Control
+	// maxAgeBytes is maxAge[0] for fasthttp (fast.go)
+	maxAgeBytes []byte
+	perShard    int
+	seed        maphash.Seed
+	shards      [cacheShards]cacheShard
+	flight      singleflight.Group
 
 	hits, stale, misses, coalesced, evictions atomic.Int64
 }
 
 func newRespCache(ttl time.Duration, maxBytes int) *respCache {
+	maxAge := "max-age=" + strconv.Itoa(int(ttl/time.Second))
 	c := &respCache{ttl: ttl, perShard: max(maxBytes/cacheShards, 1), seed: maphash.MakeSeed(),
-		maxAge: []string{"max-age=" + strconv.Itoa(int(ttl/time.Second))}}
+		maxAge: []string{maxAge}, maxAgeBytes: []byte(maxAge)}
 	for i := range c.shards {
 		c.shards[i].m = map[cacheKey]*cached{}
 	}
@@ -169,7 +174,8 @@ func (c *respCache) get(k cacheKey, now, storeNow int64) (e *cached, fresh bool)
 // (periodEnd, unix ns of the store's clock; 0: none); entries larger than
 // a shard's share are returned without being kept.
 func (c *respCache) put(k cacheKey, body []byte, now, periodEnd int64, route *routeMetrics) *cached {
-	e := &cached{key: k, body: body, etag: []string{etag(body)}, length: []string{strconv.Itoa(len(body))},
+	tag := etag(body)
+	e := &cached{key: k, body: body, etag: []string{tag}, etagBytes: []byte(tag), length: []string{strconv.Itoa(len(body))},
 		expires: now + int64(c.ttl), periodEnd: periodEnd, route: route}
 	if e.size() > c.perShard {
 		return e

@@ -45,17 +45,28 @@ func (s *server) serveHitFast(ctx *fasthttp.RequestCtx) bool {
 // changes).
 func (c *respCache) serveFast(ctx *fasthttp.RequestCtx, e *cached) int {
 	h := &ctx.Response.Header
-	h.Set("Cache-Control", c.maxAge[0])
-	h.Set("X-Content-Type-Options", nosniff[0])
-	h.Set("ETag", e.etag[0])
-	if inm := ctx.Request.Header.Peek("If-None-Match"); len(inm) > 0 && etagMatch(view(inm), e.etag[0]) {
+	h.SetCanonical(hdrCacheControl, c.maxAgeBytes)
+	h.SetCanonical(hdrNosniff, nosniffBytes)
+	h.SetCanonical(hdrETag, e.etagBytes)
+	if inm := ctx.Request.Header.PeekBytes(hdrIfNoneMatch); len(inm) > 0 && etagMatch(view(inm), e.etag[0]) {
 		ctx.SetStatusCode(fasthttp.StatusNotModified)
 		return fasthttp.StatusNotModified
 	}
-	h.SetContentType(jsonType[0])
+	h.SetContentTypeBytes(jsonTypeBytes)
 	ctx.Response.SetBodyRaw(e.body)
 	return fasthttp.StatusOK
 }
+
+// Header names in fasthttp's canonical form (SetCanonical skips the
+// normalization), and values as bytes.
+var (
+	hdrCacheControl = []byte("Cache-Control")
+	hdrNosniff      = []byte("X-Content-Type-Options")
+	hdrETag         = []byte("Etag")
+	hdrIfNoneMatch  = []byte("If-None-Match")
+	nosniffBytes    = []byte(nosniff[0])
+	jsonTypeBytes   = []byte(jsonType[0])
+)
 
 // view is b as a string without a copy, for a look-up only: b must not
 // change while the string is in use, and the string must not be kept.
