@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -55,7 +54,9 @@ func TestBench(t *testing.T) {
 		checked = append(checked, phase)
 		return nil
 	}
-	var stdout, stderr bytes.Buffer
+	// the progress line and the logger both write stderr, from their own
+	// goroutines (an *os.File takes that; a bytes.Buffer does not)
+	var stdout, stderr syncBuffer
 	c := cli.Spec{Use: "bench", Flags: func(fs *pflag.FlagSet) cli.RunFunc {
 		return benchFlags(fs, func(o *bench.Options) { o.Check = check })
 	}}.Command()
