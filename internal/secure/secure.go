@@ -125,12 +125,12 @@ func (m mechanism) Start(ctx context.Context) (sasl.StateMachine, []byte, error)
 // is answered 401 with a JSON error and WWW-Authenticate. An empty token
 // returns h.
 func Bearer(token config.Secret, h http.Handler) http.Handler {
-	ok := BearerCheck(token)
+	ok := TokenCheck(token)
 	if ok == nil {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !ok(r) {
+		if !ok(r.Header.Get("Authorization")) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="rankd"`)
 			w.Header().Set("Content-Type", "application/json; charset=utf-8")
 			w.Header().Set("Cache-Control", "no-store")
@@ -140,16 +140,6 @@ func Bearer(token config.Secret, h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// BearerCheck returns Bearer's check: whether a request carries the
-// token. An empty token returns nil: no check.
-func BearerCheck(token config.Secret) func(*http.Request) bool {
-	ok := TokenCheck(token)
-	if ok == nil {
-		return nil
-	}
-	return func(r *http.Request) bool { return ok(r.Header.Get("Authorization")) }
 }
 
 // TokenCheck returns the check of an Authorization header's value: whether

@@ -136,7 +136,7 @@
 //
 // # Serving under load
 //
-// A cache hit is served before any routing (CachedServer for net/http,
+// A cache hit is served before any routing (ServeHTTP's first step, and
 // FastCachedServer for fasthttp, the server rankd runs), from bytes and
 // header values prepared when the entry was stored: about 0.3 µs of the
 // handler's own work, no allocation (BenchmarkCachedRead); the rest of

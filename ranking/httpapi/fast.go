@@ -7,12 +7,14 @@ import (
 )
 
 // FastCachedServer is implemented by the handler New returns.
-// ServeCachedFast is ServeCached for a request of a fasthttp server: it
-// serves a GET or HEAD request whose response the cache holds, fresh, and
-// reports whether it did; otherwise it writes nothing, and the request
-// goes to the handler (through fasthttpadaptor). rankd's HTTP server is
-// fasthttp: a hit costs it about half of what net/http costs (README,
-// "Reads at audience scale").
+// ServeCachedFast serves a GET or HEAD request of a fasthttp server whose
+// response the cache holds, fresh, as ServeHTTP would, and reports whether
+// it did; otherwise it writes nothing, and the request goes to the handler
+// (through fasthttpadaptor). A server that routes requests to the handler
+// by path may call it before its own routing: a cached response's path is
+// one that was routed to the handler. rankd's HTTP server is fasthttp: a
+// hit costs it about half of what net/http costs (README, "Reads at
+// audience scale").
 type FastCachedServer interface {
 	ServeCachedFast(ctx *fasthttp.RequestCtx) bool
 }

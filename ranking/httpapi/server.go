@@ -111,24 +111,10 @@ type api struct {
 }
 
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if a.ServeCached(w, r) {
+	if a.s.cache != nil && a.s.serveHit(w, r) {
 		return
 	}
 	a.mux.ServeHTTP(w, r)
-}
-
-// CachedServer is implemented by the handler New returns. ServeCached
-// serves a GET or HEAD request whose response the cache holds, fresh, as
-// ServeHTTP would, and reports whether it did; otherwise it writes
-// nothing. A server that routes requests to the handler by path may call
-// it before its own routing: a cached response's path is one that was
-// routed to the handler.
-type CachedServer interface {
-	ServeCached(w http.ResponseWriter, r *http.Request) bool
-}
-
-func (a *api) ServeCached(w http.ResponseWriter, r *http.Request) bool {
-	return a.s.cache != nil && a.s.serveHit(w, r)
 }
 
 // New returns the HTTP handler of the read API and the HTML page for the
