@@ -27,7 +27,8 @@ type call struct {
 	part    int    // index of its genPart in the Apply (-1: none)
 	decided bool   // it has Decided events
 	callID  string // set when it has Decided events: see apply.lua
-	argv    []any  // rendered (args)
+	argv    []any  // rendered (args), behind a place for the encoding (wire)
+	blob    []byte // argv as msgpack (wire)
 
 	// Rendering: the head, spans and marks it carries (kept to render it
 	// again), and whether it is packed (see apply.lua): its fast boards'
@@ -120,7 +121,7 @@ func (c *call) release() {
 	}
 	*c = call{groups: c.groups, gorder: c.gorder[:0], events: c.events[:0], evs: c.evs[:0], ups: c.ups[:0],
 		sh: c.sh[:0], argv: c.argv[:0], sp: c.sp[:0], mk: c.mk[:0], folds: c.folds[:0], fsums: c.fsums[:0],
-		sums: c.sums[:0], sumAt: c.sumAt, pre: c.pre[:0]}
+		sums: c.sums[:0], sumAt: c.sumAt, pre: c.pre[:0], blob: c.blob[:0]}
 	callPool.Put(c)
 }
 
@@ -332,6 +333,10 @@ func (s *Store) applyAll(ctx context.Context, evs []Event, spans []Span, marks [
 // that fail with NOSCRIPT are run again after SCRIPT LOAD, with the checked
 // calls after them (refused: each expects the record of the one before).
 func (s *Store) exec(ctx context.Context, parts []*genPart, calls []*call, spans []Span) error {
+	mode, err := s.enc.get(ctx, s.rdb)
+	if err != nil {
+		return fmt.Errorf("applying batch: %w", err)
+	}
 	first, loaded := true, false
 	for pending := calls; len(pending) > 0; first = false {
 		pipe := s.rdb.Pipeline()
@@ -344,7 +349,11 @@ func (s *Store) exec(ctx context.Context, parts []*genPart, calls []*call, spans
 		}
 		cmds := make([]*redis.Cmd, len(pending))
 		for i, c := range pending {
-			cmds[i] = applyScript.EvalSha(ctx, pipe, []string{s.dedupePrefix(c.slot)}, c.argv...)
+			argv, err := c.wire(mode)
+			if err != nil {
+				return fmt.Errorf("applying batch: %w", err)
+			}
+			cmds[i] = applyScript.EvalSha(ctx, pipe, []string{s.dedupePrefix(c.slot)}, argv...)
 		}
 		_, _ = pipe.Exec(ctx) // every command's error is checked below
 		var failed []*call
@@ -400,6 +409,22 @@ func (s *Store) exec(ctx context.Context, parts []*genPart, calls []*call, spans
 		pending = failed
 	}
 	return nil
+}
+
+// wire returns the call's ARGV in encoding mode (args.go): the encoding,
+// then the rendered arguments as they are (argsPlain) or as one msgpack
+// array (argsMsgpack).
+func (c *call) wire(mode string) ([]any, error) {
+	if mode == argsPlain {
+		c.argv[0] = argsPlain
+		return c.argv, nil
+	}
+	blob, err := packArgs(c.blob[:0], c.argv[1:])
+	if err != nil {
+		return nil, err
+	}
+	c.blob = blob
+	return []any{argsMsgpack, blob}, nil
 }
 
 // refusal returns the refusal code of an apply call's reply, if it is one.
@@ -738,7 +763,7 @@ func (c *call) args(s *Store) []any {
 	args := slices.Grow(c.argv[:0], 12+len(spanFields)*len(spans)+len(markFields)*len(marks)+len(dedupeFields)+
 		1+len(c.gorder)*len(boardFields)+1+len(c.gorder)*(len(groupFields)+1)+3*rows+
 		1+len(eventFields)*len(c.evs)+len(updateFields)*len(c.ups))
-	args = append(args, s.prefix, s.dedupePrefix(c.slot))
+	args = append(args, argsPlain, s.prefix, s.dedupePrefix(c.slot)) // argsPlain: replaced by wire
 	args = head.add(args)
 	for i := range spans {
 		args = spans[i].add(args)

@@ -26,7 +26,8 @@ import (
 // boards, in batches of 2,000 events applied as live consumption applies
 // them (ApplyFrom, one partition), once per update and once packed
 // (WithPacking), and reports Redis server CPU per event and per update
-// (INFO cpu) and events/s (RANKD_BENCH_BATCH sets the batch size). With
+// (INFO cpu) and events/s (RANKD_BENCH_BATCH sets the batch size;
+// RANKD_BENCH_ARGS=plain sends the arguments as ARGV strings). With
 // RANKD_BENCH_STATS=1 it also
 // prints INFO commandstats per event (where the Redis time goes):
 //
@@ -52,6 +53,9 @@ func BenchmarkApplyWorkload(b *testing.B) {
 		for _, packed := range []bool{false, true} {
 			name := "events"
 			opts := []store.Option{store.WithPrefix(fmt.Sprintf("wl%d%v", size, packed)), store.WithPacking(packed)}
+			if os.Getenv("RANKD_BENCH_ARGS") == "plain" {
+				opts = append(opts, store.WithPlainArgs())
+			}
 			if size > 0 {
 				name = fmt.Sprintf("call=%d", size)
 				opts = append(opts, store.WithCallSize(size))

@@ -247,7 +247,7 @@ var luaConsts = append(luaEnums(), []luaConst{
 	{"ST_OUT_OF_RANGE", luaOutOfRange}, {"ST_REPEAT_LATE", luaRepeatLate}, {"ST_REPEAT_RANGE", luaRepeatRange},
 	{"LATE_GP", luaLateGP},
 	{"REFUSED_POSITION", luaRefusedPosition}, {"REFUSED_GENS", luaRefusedGens}, {"REFUSED_REPLAN", luaRefusedReplan},
-	{"ST_BY_SCRIPT", luaByScript},
+	{"ST_BY_SCRIPT", luaByScript}, {"ARGS_MSGPACK", argsMsgpack}, {"ARGS_PLAIN", argsPlain},
 	{"MARKS_KEPT", marksKept}, {"GENS_NONE", gensNone}, {"POS_GENS", posGens},
 	{"KIND_PERIOD", KindPeriod}, {"KIND_ROLLING", KindRolling}, {"KIND_TOTAL", KindTotal}, {"KIND_META", KindMeta}, {"KIND_COUNT", KindCount},
 	{"PERIOD_ALL", PeriodAll}, {"SUFFIX_EXACT", suffixExact}, {"SUFFIX_LAST", suffixLast}, {"SUFFIX_BASE", suffixBase},
@@ -378,7 +378,9 @@ var eventFields = []string{"id", "nu", "sh", "fp", "tm"}
 // add appends pointers to e's fields (go-redis writes what they point
 // to; a pointer costs no allocation): e must not change until the call
 // has run.
-func (e *eventArgs) add(args []any) []any { return append(args, &e.id, &e.n, &e.sh, &e.fp, &e.tmpl) }
+func (e *eventArgs) add(args []any) []any {
+	return append(args, &e.id, &e.n, &e.sh, (*decimal)(&e.fp), &e.tmpl)
+}
 
 // plainEventFields are the Lua names apply.lua reads a plain event of a
 // packed call into (eventArgs.addPlain: one whose updates were all folded
@@ -387,7 +389,7 @@ func (e *eventArgs) add(args []any) []any { return append(args, &e.id, &e.n, &e.
 var plainEventFields = []string{"sh", "fp"}
 
 // addPlain appends pointers to e's shard hash and fingerprint, as add does.
-func (e *eventArgs) addPlain(args []any) []any { return append(args, &e.sh, &e.fp) }
+func (e *eventArgs) addPlain(args []any) []any { return append(args, &e.sh, (*decimal)(&e.fp)) }
 
 // foldArgs is the ARGV head of the folded updates of one (stream, period)
 // of a packed apply call; nm sumArgs follow.

@@ -132,7 +132,7 @@ func (s *Store) view(g int) *Store {
 	v := &Store{
 		rdb: s.rdb, cluster: s.cluster, boards: s.boards, order: s.order, base: s.base,
 		prefix: genPrefix(s.base, g), root: s, ttl: s.ttl, ddMinSets: s.ddMinSets, now: s.now, log: s.log,
-		maxCall: s.maxCall, chunk: s.chunk, lockTTL: s.lockTTL, known: map[dimsKey]time.Time{}, rollWait: s.rollWait, pack: s.pack,
+		maxCall: s.maxCall, chunk: s.chunk, lockTTL: s.lockTTL, known: map[dimsKey]time.Time{}, rollWait: s.rollWait, pack: s.pack, enc: s.enc,
 	}
 	s.views[g] = v
 	return v

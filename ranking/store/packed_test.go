@@ -16,7 +16,9 @@ import (
 // duplicate events) as live consumption does (ApplyFrom, batches split
 // into several calls) twice: once with packed calls (fast boards folded
 // per member by the caller, sent again per update when a call meets a
-// duplicate or a member near its range) and once per update. Every
+// duplicate or a member near its range) and once per update, the first
+// with its arguments as one msgpack array and the second as plain ARGV
+// strings (args.go). Every
 // verdict, and every key but the dedupe's and the positions', must be the same; both kinds
 // of packed call, those that held and those that gave up, must occur.
 func TestPackedCalls(t *testing.T) {
@@ -31,7 +33,7 @@ func TestPackedCalls(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			perUpdate, err := store.New(rdb, boards, store.WithPrefix(pc), store.WithCallSize(40), store.WithPacking(false))
+			perUpdate, err := store.New(rdb, boards, store.WithPrefix(pc), store.WithCallSize(40), store.WithPacking(false), store.WithPlainArgs())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,6 +72,9 @@ func TestPackedCalls(t *testing.T) {
 			if oor == 0 || late == 0 || dup == 0 || held == 0 || replanned == 0 {
 				t.Fatalf("the workload gave %d out of range, %d late, %d duplicates, %d packed calls held and %d given up: it proves less than it should",
 					oor, late, dup, held, replanned)
+			}
+			if a, b := packed.Args(), perUpdate.Args(); a != "msgpack" || b != "plain" {
+				t.Fatalf("arguments sent as %q and %q, want msgpack and plain", a, b)
 			}
 			if h, r := perUpdate.PackedCalls(); h != 0 || r != 0 {
 				t.Fatalf("WithPacking(false) store sent %d packed calls (%d given up)", h, r)

@@ -47,6 +47,7 @@ type Store struct {
 	chunk     int // members per rollover chunk
 	lockTTL   time.Duration
 	pack      bool         // packed apply calls (WithPacking)
+	enc       *argEncoding // how apply calls send their arguments (args.go), shared by the views
 	replanned atomic.Int64 // when a packed call last gave up (unix ns): calls go per update for replanPause
 	replans   atomic.Int64 // packed calls that gave up
 	packs     atomic.Int64 // packed calls that held
@@ -219,7 +220,7 @@ func New(rdb redis.UniversalClient, boards []*ranking.Board, opts ...Option) (*S
 	s := &Store{
 		rdb: rdb, boards: map[string]*boardState{}, prefix: DefaultPrefix, ttl: DefaultDedupeTTL, ddMinSets: DefaultDedupeMinSets,
 		now: time.Now, log: slog.Default(), maxCall: 500, pack: true, chunk: 128, lockTTL: 30 * time.Second,
-		known: map[dimsKey]time.Time{}, rollWait: 30 * time.Second, idle: DefaultIdleTimeout,
+		known: map[dimsKey]time.Time{}, rollWait: 30 * time.Second, idle: DefaultIdleTimeout, enc: &argEncoding{},
 	}
 	_, s.cluster = rdb.(*redis.ClusterClient)
 	addCostHook(rdb)

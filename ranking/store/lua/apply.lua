@@ -2,7 +2,7 @@
 -- atomically. Built by apply.go; the semantics are the package doc of ranking/store.
 --
 -- KEYS[1]  any key of the call's slot (routing only)
--- ARGV     prefix, dedupe key prefix, positionArgs, nSpans x spanArgs,
+-- ARGV     encoding (see below), prefix, dedupe key prefix, positionArgs, nSpans x spanArgs,
 --          nMarks x markArgs (contract.go), dedupeArgs, nBoards, nBoards x
 --          boardArgs (contract.go), nGroups, per group (stream): groupArgs,
 --            nPeriods, nPeriods x (id, startMs, endMs) (consecutive periods);
@@ -34,6 +34,10 @@
 -- caller sends it again per update.
 --
 -- Numbers are passed to redis.call as integer strings (int, prelude.lua).
+-- The arguments come in the encoding the first one names (args.go):
+-- ARGS_MSGPACK, one msgpack array whose numbers arrive as Lua numbers (no
+-- tonumber parsing), or ARGS_PLAIN, the rest of ARGV as strings.
+if nx() == ARGS_MSGPACK then A, pos = cmsgpack.unpack(nx()), 1 end
 local prefix, dprefix = nx(), nx()
 
 -- Continuity (Store.ApplyFrom): the call names, per partition of its batch,
@@ -578,12 +582,14 @@ for _, g in ipairs(G) do
   g.olds = {}
   for pi, fm in pairs(g.fm) do
     local olds = many('ZMSCORE', (g.window == WINDOW_TOTAL) and g.tk or g.periods[pi].pk, fm)
-    g.olds[pi] = olds
-    if packed then
-      local fabs = g.fabs[pi]
-      for i, member in ipairs(fm) do
+    g.olds[pi] = olds -- parsed once, here: the scores as numbers (false: absent)
+    local fabs = g.fabs[pi]
+    for i, member in ipairs(fm) do
+      local o = olds[i]
+      if o then o = tonumber(o); olds[i] = o end
+      if packed then
         local old, ab = 0, fabs[member]
-        if olds[i] then old = dec(g.mode, g.tb, tonumber(olds[i])) end
+        if o then old = dec(g.mode, g.tb, o) end
         if not (ab <= HEADROOM and old + ab <= g.hi and old - ab >= g.lo) then return giveup() end
       end
     end
@@ -615,10 +621,10 @@ for gi, g in ipairs(G) do
       local old, oq = 0, nil
       if existed then
         if tie then
-          local v, q = dec(g.mode, g.tb, tonumber(olds[i]))
+          local v, q = dec(g.mode, g.tb, olds[i])
           old, oq = v, q + tbase
         else
-          old = tonumber(olds[i])
+          old = olds[i]
         end
       end
       local nv, nq
