@@ -322,9 +322,9 @@ func (s *Schema) decodeTo(ev *Event, topic string, partition int, offset int64, 
 		found = make([]int, len(s.Fields))
 	}
 	for mi, m := range members {
-		key := m.key.raw
+		key := m.key.raw(value)
 		if m.key.esc {
-			key = []byte(m.key.str())
+			key = []byte(m.key.str(value))
 		}
 		switch string(key) {
 		case s.IDField:
@@ -354,13 +354,13 @@ func (s *Schema) decodeTo(ev *Event, topic string, partition int, offset int64, 
 	if len(value) <= maxSharedMessage {
 		msg = string(value)
 	}
-	if err := s.decodeFields(ev, members, found, msg); err != nil {
+	if err := s.decodeFields(ev, value, members, found, msg); err != nil {
 		return err
 	}
-	if err := s.decodeID(ev, members, idIdx, headers, msg); err != nil {
+	if err := s.decodeID(ev, value, members, idIdx, headers, msg); err != nil {
 		return err
 	}
-	if err := s.decodeTime(ev, members, tsIdx, msgTime); err != nil {
+	if err := s.decodeTime(ev, value, members, tsIdx, msgTime); err != nil {
 		return err
 	}
 	ev.missBuf = ev.Missing[:0]
@@ -385,11 +385,11 @@ type decoded struct {
 	miss [4]string
 }
 
-// decodeFields sets the declared fields of ev from members (found: the
+// decodeFields sets the declared fields of ev from members of the message b (found: the
 // index+1 of each field's member, 0 when absent): converted and checked,
 // or their default when absent or null and not required. msg is the
 // message for parse.
-func (s *Schema) decodeFields(ev *Event, members []member, found []int, msg string) error {
+func (s *Schema) decodeFields(ev *Event, b []byte, members []member, found []int, msg string) error {
 	for fi := range s.Fields {
 		f := &s.Fields[fi]
 		at := found[fi]
@@ -403,7 +403,7 @@ func (s *Schema) decodeFields(ev *Event, members []member, found []int, msg stri
 			ev.Missing = append(ev.Missing, f.Name)
 			continue
 		}
-		v, err := f.Type.parse(members[at-1].val, msg)
+		v, err := f.Type.parse(members[at-1].val, b, msg)
 		if err != nil {
 			return fieldError(f.Name, err)
 		}
@@ -418,9 +418,9 @@ func (s *Schema) decodeFields(ev *Event, members []member, found []int, msg stri
 // decodeID sets ev's message ID: the ID field (members[idIdx]; -1: none),
 // else the "id" header, else "<topic>/<partition>/<offset>". msg is the
 // message for parse.
-func (s *Schema) decodeID(ev *Event, members []member, idIdx int, headers []Header, msg string) error {
+func (s *Schema) decodeID(ev *Event, b []byte, members []member, idIdx int, headers []Header, msg string) error {
 	if idIdx >= 0 && members[idIdx].val.kind != jsonNull {
-		v, err := TypeString.parse(members[idIdx].val, msg)
+		v, err := TypeString.parse(members[idIdx].val, b, msg)
 		if err != nil {
 			return fieldError(s.IDField, err)
 		}
@@ -452,11 +452,11 @@ func (s *Schema) decodeID(ev *Event, members []member, idIdx int, headers []Head
 // decodeTime sets ev's event time: the time field (members[tsIdx]; -1:
 // none), else the message timestamp msgTime; it must be at or after
 // MinTime and, with FutureSkew, not further ahead of the message timestamp.
-func (s *Schema) decodeTime(ev *Event, members []member, tsIdx int, msgTime time.Time) error {
+func (s *Schema) decodeTime(ev *Event, b []byte, members []member, tsIdx int, msgTime time.Time) error {
 	ev.Time = msgTime
 	fromTS := false
 	if tsIdx >= 0 && members[tsIdx].val.kind != jsonNull {
-		v, err := TypeInt.parse(members[tsIdx].val, "")
+		v, err := TypeInt.parse(members[tsIdx].val, b, "")
 		if err != nil {
 			return fieldError(s.TSField, err)
 		}

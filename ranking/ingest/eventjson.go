@@ -28,22 +28,29 @@ func (k jsonKind) String() string {
 	return [...]string{"null", "string", "number", "boolean", "object", "array"}[k]
 }
 
-// jsonValue is one scanned value. For strings raw is the text between the
-// quotes (esc: it contains escapes); for numbers and literals, the text.
+// jsonValue is one scanned value: its span [start, end) in the message b
+// (raw). For strings the span is the text between the quotes (esc: it
+// contains escapes); for numbers and literals, the text. Small on purpose:
+// a message's members are copied around by value.
 type jsonValue struct {
-	kind jsonKind
-	esc  bool
-	raw  []byte
-	off  int // strings: the offset of raw in the message
+	start, end int32
+	kind       jsonKind
+	esc        bool
 }
 
-// str returns the value of a string.
-func (v jsonValue) str() string {
+// raw returns v's span of the message b.
+func (v jsonValue) raw(b []byte) []byte { return b[v.start:v.end] }
+
+// str returns the value of a string of the message b.
+func (v jsonValue) str(b []byte) string {
 	if !v.esc {
-		return string(v.raw)
+		return string(v.raw(b))
 	}
-	return jsonUnescape(v.raw)
+	return jsonUnescape(v.raw(b))
 }
+
+// maxMessage is the largest message the scanner takes: spans are int32.
+const maxMessage = 1<<31 - 1
 
 // member is one top-level member of an object.
 type member struct {
@@ -58,6 +65,9 @@ var errJSONSyntax = errors.New("invalid JSON")
 // scanObject validates that b is one JSON object (surrounded by optional
 // white space) and appends its members to dst.
 func scanObject(b []byte, dst []member) ([]member, error) {
+	if len(b) > maxMessage {
+		return dst, fmt.Errorf("message of %d bytes exceeds %d", len(b), maxMessage)
+	}
 	s := scanner{b: b}
 	s.ws()
 	if s.peek() != '{' {
@@ -148,6 +158,13 @@ func (s *scanner) value(depth int) (jsonValue, error) {
 		s.i++
 		esc := false
 		for {
+			// the plain bytes up to the next quote, escape or control
+			// character, in a tight loop
+			b, i := s.b, s.i
+			for i < len(b) && b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
+				i++
+			}
+			s.i = i
 			if s.i >= len(s.b) {
 				return jsonValue{}, s.syntax("'\"'")
 			}
@@ -155,7 +172,7 @@ func (s *scanner) value(depth int) (jsonValue, error) {
 			switch {
 			case c == '"':
 				s.i++
-				return jsonValue{kind: jsonString, esc: esc, raw: s.b[start+1 : s.i-1], off: start + 1}, nil
+				return jsonValue{kind: jsonString, esc: esc, start: int32(start + 1), end: int32(s.i - 1)}, nil
 			case c == '\\':
 				esc = true
 				s.i++
@@ -198,31 +215,23 @@ func (s *scanner) literal(lit string, kind jsonKind) (jsonValue, error) {
 		return jsonValue{}, s.syntax(lit)
 	}
 	s.i += len(lit)
-	return jsonValue{kind: kind, raw: s.b[s.i-len(lit) : s.i]}, nil
+	return jsonValue{kind: kind, start: int32(s.i - len(lit)), end: int32(s.i)}, nil
 }
 
 // number scans -?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?
 func (s *scanner) number() (jsonValue, error) {
 	start := s.i
-	digits := func() int {
-		n := 0
-		for s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
-			s.i++
-			n++
-		}
-		return n
-	}
 	if s.peek() == '-' {
 		s.i++
 	}
 	if s.peek() == '0' {
 		s.i++
-	} else if digits() == 0 {
+	} else if !s.digits() {
 		return jsonValue{}, s.syntax("digit")
 	}
 	if s.peek() == '.' {
 		s.i++
-		if digits() == 0 {
+		if !s.digits() {
 			return jsonValue{}, s.syntax("digit")
 		}
 	}
@@ -231,11 +240,22 @@ func (s *scanner) number() (jsonValue, error) {
 		if c := s.peek(); c == '+' || c == '-' {
 			s.i++
 		}
-		if digits() == 0 {
+		if !s.digits() {
 			return jsonValue{}, s.syntax("digit")
 		}
 	}
-	return jsonValue{kind: jsonNumber, raw: s.b[start:s.i]}, nil
+	return jsonValue{kind: jsonNumber, start: int32(start), end: int32(s.i)}, nil
+}
+
+// digits scans [0-9]* and reports whether it scanned any.
+func (s *scanner) digits() bool {
+	b, i := s.b, s.i
+	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+		i++
+	}
+	any := i > s.i
+	s.i = i
+	return any
 }
 
 // composite scans and validates an object or array, keeping only its span.
@@ -253,7 +273,7 @@ func (s *scanner) composite(depth int) (jsonValue, error) {
 	s.ws()
 	if s.peek() == end {
 		s.i++
-		return jsonValue{kind: kind, raw: s.b[start:s.i]}, nil
+		return jsonValue{kind: kind, start: int32(start), end: int32(s.i)}, nil
 	}
 	for {
 		s.ws()
@@ -281,7 +301,7 @@ func (s *scanner) composite(depth int) (jsonValue, error) {
 			continue
 		case end:
 			s.i++
-			return jsonValue{kind: kind, raw: s.b[start:s.i]}, nil
+			return jsonValue{kind: kind, start: int32(start), end: int32(s.i)}, nil
 		}
 		return jsonValue{}, s.syntax(fmt.Sprintf("',' or '%c'", end))
 	}

@@ -45,21 +45,21 @@ func checkScan(t *testing.T, b []byte) {
 		var v any
 		switch m.val.kind {
 		case jsonString:
-			v = m.val.str()
+			v = m.val.str(b)
 		case jsonNumber:
-			v = json.Number(m.val.raw)
+			v = json.Number(m.val.raw(b))
 		case jsonBool:
-			v = m.val.raw[0] == 't'
+			v = m.val.raw(b)[0] == 't'
 		case jsonNull:
 			v = nil
 		default:
-			dec := json.NewDecoder(bytes.NewReader(m.val.raw))
+			dec := json.NewDecoder(bytes.NewReader(m.val.raw(b)))
 			dec.UseNumber()
 			if err := dec.Decode(&v); err != nil {
-				t.Fatalf("member %q span %q: %v", m.key.str(), m.val.raw, err)
+				t.Fatalf("member %q span %q: %v", m.key.str(b), m.val.raw(b), err)
 			}
 		}
-		got[m.key.str()] = v
+		got[m.key.str(b)] = v
 	}
 	if !reflect.DeepEqual(got, ref) {
 		t.Fatalf("scanObject(%s)\n got %.300v\nwant %.300v", short(b), got, ref)

@@ -248,33 +248,33 @@ func (f *Field) check(v fieldValue) error {
 	return f.Check(f.Type.box(v))
 }
 
-// parse converts a scanned JSON value (not null) to t. msg is the message
-// as a string when the strings of its values may share it ("": they are
-// copied).
-func (t FieldType) parse(v jsonValue, msg string) (fieldValue, error) {
+// parse converts a scanned JSON value (not null) of the message b to t.
+// msg is the message as a string when the strings of its values may share
+// it ("": they are copied).
+func (t FieldType) parse(v jsonValue, b []byte, msg string) (fieldValue, error) {
 	switch {
 	case t == TypeString && v.kind == jsonString:
 		if msg != "" && !v.esc {
-			return fieldValue{s: msg[v.off : v.off+len(v.raw)]}, nil
+			return fieldValue{s: msg[v.start:v.end]}, nil
 		}
-		return fieldValue{s: v.str()}, nil
+		return fieldValue{s: v.str(b)}, nil
 	case t == TypeString && v.kind == jsonNumber:
-		i, err := parseIntBytes(v.raw)
+		i, err := parseIntBytes(v.raw(b))
 		if err != nil {
 			return fieldValue{}, err
 		}
 		return fieldValue{s: strconv.FormatInt(i, 10)}, nil
 	case t == TypeInt && v.kind == jsonNumber:
-		i, err := parseIntBytes(v.raw)
+		i, err := parseIntBytes(v.raw(b))
 		return fieldValue{n: uint64(i)}, err
 	case t == TypeFloat && v.kind == jsonNumber:
-		f, err := strconv.ParseFloat(string(v.raw), 64)
+		f, err := strconv.ParseFloat(string(v.raw(b)), 64)
 		if err != nil || !finite(f) {
-			return fieldValue{}, permanent(ReasonOutOfRange, "%s does not fit a float64", v.raw)
+			return fieldValue{}, permanent(ReasonOutOfRange, "%s does not fit a float64", v.raw(b))
 		}
 		return fieldValue{n: math.Float64bits(f)}, nil
 	case t == TypeBool && v.kind == jsonBool:
-		if v.raw[0] == 't' {
+		if b[v.start] == 't' {
 			return fieldValue{n: 1}, nil
 		}
 		return fieldValue{}, nil
