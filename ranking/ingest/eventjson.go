@@ -132,6 +132,9 @@ func (s *scanner) peek() byte {
 }
 
 func (s *scanner) ws() {
+	if s.i < len(s.b) && s.b[s.i] > ' ' {
+		return // the common case: compact JSON (white space is all at or below ' ')
+	}
 	for s.i < len(s.b) {
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':
