@@ -11,6 +11,7 @@ import (
 
 	"github.com/rankd/rankd/internal/testenv"
 	"github.com/rankd/rankd/internal/testenv/oracle"
+	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/store"
 )
 
@@ -104,4 +105,42 @@ func miniClient(t *testing.T) *redis.Client {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
+}
+
+// TestArgsProbe: a store sends its apply calls' arguments as plain ARGV
+// strings to a server whose scripts have no cmsgpack (miniredis), and
+// decides nothing while the server cannot be reached (the apply fails as
+// unavailable, and the next one probes again).
+func TestArgsProbe(t *testing.T) {
+	ctx := t.Context()
+	boards := oracle.Boards()
+	ev := []store.Event{{ID: "m1", Updates: []ranking.Update{{Board: boards[0].Name, Member: "a", Value: 1,
+		Time: time.Date(2026, 3, 6, 12, 0, 0, 0, time.UTC)}}}}
+	for _, b := range boards[0].Dims {
+		ev[0].Updates[0].Dims = append(ev[0].Updates[0].Dims, "d"+b)
+	}
+	mini, err := store.New(miniClient(t), boards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mini.Apply(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	if got := mini.Args(); got != "plain" {
+		t.Errorf("miniredis: arguments sent as %q, want plain", got)
+	}
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	mr.Close() // nothing listens there any more
+	down, err := store.New(rdb, boards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := down.Apply(ctx, ev); !store.IsUnavailable(err) {
+		t.Fatalf("apply with Redis down: %v, want an unavailable error", err)
+	}
+	if got := down.Args(); got != "" {
+		t.Errorf("Redis down: arguments decided as %q, want undecided", got)
+	}
 }
