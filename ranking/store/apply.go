@@ -416,8 +416,7 @@ func (s *Store) exec(ctx context.Context, parts []*genPart, calls []*call, spans
 // array (argsMsgpack).
 func (c *call) wire(mode string) ([]any, error) {
 	if mode == argsPlain {
-		c.argv[0] = argsPlain
-		return c.argv, nil
+		return c.argv, nil // args put argsPlain first
 	}
 	blob, err := packArgs(c.blob[:0], c.argv[1:])
 	if err != nil {
@@ -763,7 +762,7 @@ func (c *call) args(s *Store) []any {
 	args := slices.Grow(c.argv[:0], 12+len(spanFields)*len(spans)+len(markFields)*len(marks)+len(dedupeFields)+
 		1+len(c.gorder)*len(boardFields)+1+len(c.gorder)*(len(groupFields)+1)+3*rows+
 		1+len(eventFields)*len(c.evs)+len(updateFields)*len(c.ups))
-	args = append(args, argsPlain, s.prefix, s.dedupePrefix(c.slot)) // argsPlain: replaced by wire
+	args = append(args, argsPlain, s.prefix, s.dedupePrefix(c.slot)) // argsPlain: as sent plain; wire packs the rest otherwise
 	args = head.add(args)
 	for i := range spans {
 		args = spans[i].add(args)

@@ -130,8 +130,9 @@ var probeScript = redis.NewScript(`return cmsgpack.unpack(ARGV[1])[2]`)
 var probeBlob = []byte{0x92, 0x01, 0xa2, 'o', 'k'}
 
 // get returns the encoding of apply calls, probing the server the first
-// time. A probe that fails for want of Redis returns the error (the apply
-// fails as it would have, and is retried); any other failure means no
+// time. A probe that fails for want of Redis (unreachable, loading, busy)
+// or of rankd's rights returns the error and decides nothing (the apply
+// fails as it would have, and is retried); the script failing means no
 // cmsgpack: plain.
 func (e *argEncoding) get(ctx context.Context, rdb redis.Scripter) (string, error) {
 	if m, ok := e.mode.Load().(string); ok {
@@ -149,7 +150,7 @@ func (e *argEncoding) get(ctx context.Context, rdb redis.Scripter) (string, erro
 		switch {
 		case err == nil && got == "ok":
 			mode = argsMsgpack
-		case err != nil && !errors.As(err, &rerr):
+		case err != nil && (!errors.As(err, &rerr) || IsUnavailable(err) || IsAuthFailure(err)):
 			return "", fmt.Errorf("probing the script libraries: %w", err)
 		}
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -34,21 +35,11 @@ func TestPackArgs(t *testing.T) {
 	}
 	for i := range want {
 		g := got[i]
-		switch v := g.(type) { // msgpack decodes small integers to their smallest type
-		case int8:
-			g = int64(v)
-		case int16:
-			g = int64(v)
-		case int32:
-			g = int64(v)
-		case uint8:
-			g = int64(v)
-		case uint16:
-			g = int64(v)
-		case uint32:
-			g = int64(v)
-		case uint64:
-			g = int64(v)
+		// msgpack decodes small integers to their smallest type
+		if rv := reflect.ValueOf(g); rv.CanInt() {
+			g = rv.Int()
+		} else if rv.CanUint() {
+			g = int64(rv.Uint())
 		}
 		if g != want[i] {
 			t.Errorf("value %d: got %#v (%T), want %#v", i, got[i], got[i], want[i])

@@ -1,6 +1,11 @@
 package store
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // SetNonce makes the Applies that follow use nonce n (so call IDs repeat,
 // as when a client resends a pipeline); it returns what undoes it.
@@ -16,4 +21,14 @@ func SetReplanPause(d time.Duration) (undo func()) {
 	orig := replanPause
 	replanPause = d
 	return func() { replanPause = orig }
+}
+
+// ProbeArgs runs a new store's argument-encoding probe (args.go) on rdb
+// and returns what it decided ("m", "a"; "" when it decided nothing) and
+// its error.
+func ProbeArgs(ctx context.Context, rdb redis.Scripter) (string, error) {
+	var e argEncoding
+	_, err := e.get(ctx, rdb)
+	m, _ := e.mode.Load().(string)
+	return m, err
 }

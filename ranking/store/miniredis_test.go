@@ -108,9 +108,9 @@ func miniClient(t *testing.T) *redis.Client {
 }
 
 // TestArgsProbe: a store sends its apply calls' arguments as plain ARGV
-// strings to a server whose scripts have no cmsgpack (miniredis), and
-// decides nothing while the server cannot be reached (the apply fails as
-// unavailable, and the next one probes again).
+// strings to a server whose scripts have no cmsgpack (miniredis) and as
+// msgpack to Redis, and decides nothing while the server cannot be
+// reached (the apply fails as unavailable, and the next one probes again).
 func TestArgsProbe(t *testing.T) {
 	ctx := t.Context()
 	boards := oracle.Boards()
@@ -142,5 +142,17 @@ func TestArgsProbe(t *testing.T) {
 	}
 	if got := down.Args(); got != "" {
 		t.Errorf("Redis down: arguments decided as %q, want undecided", got)
+	}
+	// the probe itself (the apply above fails before it, reading the
+	// generations): Redis down decides nothing, miniredis gets plain ARGV,
+	// Redis msgpack
+	if m, err := store.ProbeArgs(ctx, rdb); m != "" || !store.IsUnavailable(err) {
+		t.Errorf("probe with Redis down: decided %q, err %v; want nothing and an unavailable error", m, err)
+	}
+	if m, err := store.ProbeArgs(ctx, miniClient(t)); m != "a" || err != nil {
+		t.Errorf("probe on miniredis: decided %q, err %v; want a (plain)", m, err)
+	}
+	if m, err := store.ProbeArgs(ctx, testenv.Redis(t).Client(t)); m != "m" || err != nil {
+		t.Errorf("probe on Redis: decided %q, err %v; want m (msgpack)", m, err)
 	}
 }
