@@ -164,10 +164,10 @@ local ADK, ADF = {}, {} -- packed: the sets and IDs this call added
 -- it returns whether it added it, and the bucket that holds it
 local function fresh(sh, fp)
   for i = 1, nck do
-    if call('SISMEMBER', CK[i] .. string.sub(sh, CS[i]), fp) == 1 then return false, CB[i] end
+    if call('SISMEMBER', CK[i] .. sub(sh, CS[i]), fp) == 1 then return false, CB[i] end
   end
   local b = DD.cur
-  local k = AK .. string.sub(sh, AS)
+  local k = AK .. sub(sh, AS)
   if call('SADD', k, fp) == 0 then return false, b end
   b.added = b.added + 1
   if packed then ADK[b.added], ADF[b.added] = k, fp end
@@ -341,17 +341,32 @@ if packed then
   -- plain events (all their updates folded and applied by the caller):
   -- their dedupe only
   local nplain = nn()
-  for _ = 1, nplain do
-    local sh, fp = A[pos], A[pos + 1]
-    pos = pos + PLAIN_ARGS
-    if not fresh(sh, fp) then return giveup() end
+  if nck == 0 then
+    -- fresh, inlined: nothing to look up, only the adds
+    local b = DD.cur
+    local added = b.added
+    for _ = 1, nplain do
+      local sh, fp = A[pos], A[pos + 1]
+      local k = AK .. sub(sh, AS)
+      pos = pos + PLAIN_ARGS
+      if call('SADD', k, fp) == 0 then b.added = added; return giveup() end
+      added = added + 1
+      ADK[added], ADF[added] = k, fp
+    end
+    b.added = added
+  else
+    for _ = 1, nplain do
+      local sh, fp = A[pos], A[pos + 1]
+      pos = pos + PLAIN_ARGS
+      if not fresh(sh, fp) then return giveup() end
+    end
   end
   -- the others: their dedupe, then their updates of slow boards; then
   -- the folded sums, into the fast path's tables. From here on events
   -- are the others only.
   nev = nev - nplain
   for e = 1, nev do
-    local id, nu, sh, fp, tm = A[pos], tonumber(A[pos + 1]), A[pos + 2], A[pos + 3], A[pos + 4]
+    local id, nu, sh, fp, tm = A[pos], A[pos + 1] + 0, A[pos + 2], A[pos + 3], A[pos + 4]
     pos = pos + EVENT_ARGS
     local isnew, bk = fresh(sh, fp)
     if not isnew then return giveup() end
@@ -382,7 +397,7 @@ if packed then
       g.fd[pi], g.fabs[pi], g.fm[pi], g.fq[pi] = fd, fabs, fm, fq
       local tie = g.mode ~= TIE_NONE
       for j = 1, f.nm do
-        local member, d, ab, tq = A[pos], tonumber(A[pos + 1]), tonumber(A[pos + 2]), tonumber(A[pos + 3])
+        local member, d, ab, tq = A[pos], A[pos + 1] + 0, A[pos + 2] + 0, A[pos + 3] + 0
         pos = pos + SUM_ARGS
         fm[j], fd[member], fabs[member] = member, d, ab
         if tie then fq[member] = tq end
@@ -391,7 +406,7 @@ if packed then
   end
 end
 for e = 1, packed and 0 or nev do
-  local id, nu, sh, fp, tm = A[pos], tonumber(A[pos + 1]), A[pos + 2], A[pos + 3], A[pos + 4]
+  local id, nu, sh, fp, tm = A[pos], A[pos + 1] + 0, A[pos + 2], A[pos + 3], A[pos + 4]
   pos = pos + EVENT_ARGS
   local isnew, bk = true, nil -- a decided event is new and not held
   if sh ~= '' then isnew, bk = fresh(sh, fp) end
@@ -577,58 +592,68 @@ local function rolls(g)
 end
 
 -- the fast path's old values, read before anything is written: a packed
--- call gives up here if a member's sum could leave its range
-for _, g in ipairs(G) do
+-- call gives up here if a member's sum could leave its range (olds
+-- returns false). (A function: the main chunk is out of registers.)
+local function olds(g)
   g.olds = {}
+  local mode, tb, hi, lo = g.mode, g.tb, g.hi, g.lo
   for pi, fm in pairs(g.fm) do
     local olds = many('ZMSCORE', (g.window == WINDOW_TOTAL) and g.tk or g.periods[pi].pk, fm)
     g.olds[pi] = olds -- parsed once, here: the scores as numbers (false: absent)
     local fabs = g.fabs[pi]
-    for i, member in ipairs(fm) do
+    for i = 1, #fm do
       local o = olds[i]
-      if o then o = tonumber(o); olds[i] = o end
+      if o then o = o + 0; olds[i] = o end
       if packed then
-        local old, ab = 0, fabs[member]
-        if o then old = dec(g.mode, g.tb, o) end
-        if not (ab <= HEADROOM and old + ab <= g.hi and old - ab >= g.lo) then return giveup() end
+        local old, ab = 0, fabs[fm[i]]
+        if o then
+          if mode == TIE_NONE then old = o else old = dec(mode, tb, o) end
+        end
+        if not (ab <= HEADROOM and old + ab <= hi and old - ab >= lo) then return false end
       end
     end
   end
+  return true
+end
+for _, g in ipairs(G) do
+  if not olds(g) then return giveup() end
 end
 if poshs then call('HSET', P.poskey, unpack(poshs)) end
 
--- writes
-for gi, g in ipairs(G) do
-  g.rolls = {}
+-- fastWrites writes the fast path of stream g (gi: its index).
+local function fastWrites(gi, g)
   -- fast path: one ZMSCORE and one ZADD per key for all its members. The
   -- sum is exact (|old| < 2^52 and the updates' magnitudes sum to at most
   -- 2^52) and every intermediate value stays in range when old + sum|v|
   -- <= hi and old - sum|v| >= lo; otherwise the member's updates are judged
   -- one by one from the exact old value. A tie board's member keeps the
   -- latest tie time of its applied updates (and of its old score).
+  local mode, tb, hi, lo = g.mode, g.tb, g.hi, g.lo
+  local tie, rolling = mode ~= TIE_NONE, g.window == WINDOW_ROLLING
   for pi, fm in pairs(g.fm) do
     local p = g.periods[pi]
     local fd, fabs, fq = g.fd[pi], g.fabs[pi], g.fq[pi]
     local zk = (g.window == WINDOW_TOTAL) and g.tk or p.pk
-    local tie = g.mode ~= TIE_NONE
     local tbase
     if g.window == WINDOW_TOTAL then tbase = floor(g.epoch / g.unit) else tbase = p.q end
     local olds = g.olds[pi]
-    local out = {}
-    for i, member in ipairs(fm) do
+    local out, no = {}, 0
+    for i = 1, #fm do
+      local member = fm[i]
       local d, ab = fd[member], fabs[member]
-      local existed = olds[i] ~= false
+      local o = olds[i]
+      local existed = o ~= false
       local old, oq = 0, nil
       if existed then
         if tie then
-          local v, q = dec(g.mode, g.tb, olds[i])
+          local v, q = dec(mode, tb, o)
           old, oq = v, q + tbase
         else
-          old = olds[i]
+          old = o
         end
       end
       local nv, nq
-      if ab <= HEADROOM and old + ab <= g.hi and old - ab >= g.lo then
+      if ab <= HEADROOM and old + ab <= hi and old - ab >= lo then
         nv = old + d
         if tie then nq = fq[member] end
       else
@@ -640,19 +665,26 @@ for gi, g in ipairs(G) do
         if tie then
           q = nq
           if oq ~= nil and (q == nil or oq > q) then q = oq end
-          out[#out + 1] = int(enc(g.mode, g.tb, nv, q - tbase))
+          out[no + 1] = fmt('%d', enc(mode, tb, nv, q - tbase))
         else
-          out[#out + 1] = int(nv)
+          out[no + 1] = fmt('%d', nv)
         end
-        out[#out + 1] = member
-        if g.window == WINDOW_ROLLING then addRoll(g, pi, member, d, q) end
+        out[no + 2] = member
+        no = no + 2
+        if rolling then addRoll(g, pi, member, d, q) end
       end
     end
-    if #out > 0 then
+    if no > 0 then
       many('ZADD', zk, out)
       touch(g, zk, p)
     end
   end
+end
+
+-- writes
+for gi, g in ipairs(G) do
+  g.rolls = {}
+  fastWrites(gi, g)
   -- slow path: combine (read by load), encode, write
   for pi, byp in pairs(g.recs) do
     local p = g.periods[pi]

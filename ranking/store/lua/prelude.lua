@@ -5,10 +5,13 @@
 -- (a number).
 local call = redis.call
 local floor = math.floor
+local fmt, sub = string.format, string.sub
 local A = ARGV
 local pos = 1
+-- nn reads a number: a msgpack argument is one already, and "+ 0"
+-- converts an ARGV string as tonumber would, without a function call
 local function nx() local v = A[pos]; pos = pos + 1; return v end
-local function nn() local v = tonumber(A[pos]); pos = pos + 1; return v end
+local function nn() local v = A[pos] + 0; pos = pos + 1; return v end
 
 -- The score codec (mirrors ranking.Codec): score = value * tb + part, with
 -- tb = 2^tieBits and part the tie offset q (TIE_UP) or tb-1-q (TIE_DOWN).
@@ -29,7 +32,7 @@ end
 -- redis.call is rendered with %.17g (Redis 7.0), which is exact for the
 -- integers used here (below 2^53) but a slow floating-point formatting;
 -- %d renders the same digits as an integer.
-local function int(x) return string.format('%d', x) end
+local function int(x) return fmt('%d', x) end
 
 -- many runs cmd on key with list as its arguments, in slices that Lua can
 -- unpack, and returns the replies of the slices concatenated (for replies
