@@ -41,9 +41,11 @@ type Config struct {
 	// applying and committing the batch in hand; default 10s.
 	ShutdownTimeout time.Duration
 
-	// Reader settings (kafka-go). Defaults: MinBytes 1, MaxBytes 1 MB,
-	// MaxWait 250ms (at most 500ms: Reader.Close waits for it), QueueCapacity
-	// 1000, StartOffset kafka.FirstOffset (where a new group starts;
+	// Fetch and group settings. Defaults: MinBytes 1, MaxBytes 1 MB (of a
+	// fetch's response), MaxWait 250ms (a fetch's wait for MinBytes),
+	// QueueCapacity 1000 (messages fetched ahead per worker, in chunks of
+	// 256: at least one chunk, plus one per partition being read),
+	// StartOffset kafka.FirstOffset (where a new group starts;
 	// kafka.LastOffset for the end), HeartbeatInterval 1s, SessionTimeout
 	// 10s (a crashed worker's partitions move after this long) and
 	// RebalanceTimeout 10s.

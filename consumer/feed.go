@@ -2,13 +2,15 @@ package consumer
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/rankd/rankd/internal/fetch"
 )
 
 // feed reads the partitions one worker holds in one group generation, each
@@ -21,6 +23,7 @@ type feed struct {
 	cfg  Config
 	log  *slog.Logger
 	ch   chan fed
+	rest fed // the part of a chunk that did not fit in the last batch
 	wg   sync.WaitGroup
 	mu   sync.Mutex
 	part map[partitionKey]*feedPart
@@ -33,14 +36,21 @@ type feedPart struct {
 	cancel context.CancelFunc // nil: stopped
 }
 
-// fed is a message, its partition and the epoch of the reader that
-// fetched it, and when it was fetched (mono).
+// fed is a chunk of consecutive messages of one partition, the epoch of
+// the reader that fetched them and when they were fetched (mono); or, with
+// trunc, the reader's finding that Kafka no longer holds its offset.
 type fed struct {
-	m     kafka.Message
+	msgs  []kafka.Message
+	k     partitionKey
 	part  *feedPart
 	epoch int64
 	at    int64
+	trunc *fetch.TruncatedError
 }
+
+// feedChunk is the most messages one channel send carries: a worker takes
+// a whole fetch in a few sends instead of one a message.
+const feedChunk = 256
 
 // processStart is the origin of mono.
 var processStart = time.Now()
@@ -49,7 +59,7 @@ var processStart = time.Now()
 func mono() int64 { return int64(time.Since(processStart)) }
 
 func newFeed(ctx context.Context, cfg Config, log *slog.Logger) *feed {
-	return &feed{ctx: ctx, cfg: cfg, log: log, ch: make(chan fed, cfg.QueueCapacity), part: map[partitionKey]*feedPart{}}
+	return &feed{ctx: ctx, cfg: cfg, log: log, ch: make(chan fed, max(1, cfg.QueueCapacity/feedChunk)), part: map[partitionKey]*feedPart{}}
 }
 
 // start (re)starts reading k at offset (or kafka.FirstOffset /
@@ -102,45 +112,50 @@ func (f *feed) close() {
 	f.wg.Wait()
 }
 
-// read fetches k from offset into the channel until ctx is done.
+// read fetches k from offset into the channel until ctx is done, in
+// chunks of at most feedChunk messages. A fetch that finds its
+// offset deleted by retention sends the error instead (the worker halts
+// the partition); other failures are retried from the same offset.
 func (f *feed) read(ctx context.Context, k partitionKey, offset int64, p *feedPart, epoch int64) {
 	log := f.log.With("topic", k.topic, "partition", k.partition)
-	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers:         f.cfg.Brokers,
-		Topic:           k.topic,
-		Partition:       k.partition,
-		Dialer:          f.cfg.Dialer,
-		MinBytes:        f.cfg.MinBytes,
-		MaxBytes:        f.cfg.MaxBytes,
-		MaxWait:         f.cfg.MaxWait,
-		ReadLagInterval: -1,
-		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
-			log.Debug("kafka-go: " + fmt.Sprintf(msg, args...))
-		}),
-	})
+	r := fetch.New(fetch.Config{
+		Brokers:  f.cfg.Brokers,
+		Dialer:   f.cfg.Dialer,
+		MinBytes: f.cfg.MinBytes,
+		MaxBytes: f.cfg.MaxBytes,
+		MaxWait:  f.cfg.MaxWait,
+	}, k.topic, k.partition, offset)
 	defer r.Close()
-	if err := r.SetOffset(offset); err != nil {
-		log.Error("seeking the partition failed", "offset", offset, "err", err)
-		return
-	}
 	for failures := 0; ; {
-		m, err := r.FetchMessage(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			failures++
-			log.Warn("fetching messages failed; retrying", "attempt", failures, "err", err)
-			if !Sleep(ctx, Backoff(failures, f.cfg.RetryMin, f.cfg.RetryMax)) {
-				return
-			}
+		err := r.Fetch(ctx, feedChunk, func(msgs []kafka.Message) bool {
+			return f.send(ctx, fed{msgs: msgs, k: k, part: p, epoch: epoch, at: mono()})
+		})
+		if err == nil {
+			failures = 0
 			continue
 		}
-		failures = 0
-		select {
-		case f.ch <- fed{m: m, part: p, epoch: epoch, at: mono()}:
-		case <-ctx.Done():
+		if ctx.Err() != nil {
 			return
 		}
+		var trunc *fetch.TruncatedError
+		if errors.As(err, &trunc) {
+			f.send(ctx, fed{k: k, part: p, epoch: epoch, at: mono(), trunc: trunc})
+			return
+		}
+		failures++
+		log.Warn("fetching messages failed; retrying", "attempt", failures, "offset", r.Offset(), "err", err)
+		if !Sleep(ctx, Backoff(failures, f.cfg.RetryMin, f.cfg.RetryMax)) {
+			return
+		}
+	}
+}
+
+// send puts m in the channel, unless ctx ends first.
+func (f *feed) send(ctx context.Context, m fed) bool {
+	select {
+	case f.ch <- m:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }

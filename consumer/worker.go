@@ -207,7 +207,7 @@ func (w *worker) generation(ctx, gctx, hard context.Context, gen *kafka.Generati
 	defer recheck.Stop()
 	b := &batch{maxCount: w.cfg.BatchCount, maxBytes: w.cfg.BatchBytes}
 	for {
-		if len(f.ch) == 0 {
+		if len(f.ch) == 0 && len(f.rest.msgs) == 0 {
 			w.behind.Store(false) // nothing waits: caught up
 		}
 		woke := w.fill(lctx, f, b, recheck.C)
@@ -343,7 +343,7 @@ func (w *worker) seek(lctx context.Context, f *feed, moves []Move) {
 	for _, m := range moves {
 		k := partitionKey{m.Topic, m.Partition}
 		if lo, ok := first[k]; ok && m.Offset < lo {
-			w.halt(f, k, fmt.Sprintf("its messages from offset %d are not applied, and Kafka holds them only from offset %d on (retention deleted the rest): rebuild the boards with rankd replay", m.Offset, lo))
+			w.halt(f, k, truncated(m.Offset, lo))
 			continue
 		}
 		w.setHalted(k, "")
@@ -379,12 +379,11 @@ func firstOffsets(ctx context.Context, client *kafka.Client, moves []Move) (map[
 // or Linger has passed since the first one. Messages of readers that were
 // restarted or stopped since are dropped.
 func (w *worker) fill(ctx context.Context, f *feed, b *batch, wake <-chan time.Time) bool {
+	w.take(f, b, f.rest)
 	for len(b.msgs) == 0 {
 		select {
 		case m := <-f.ch:
-			if f.current(m) {
-				w.add(b, m)
-			}
+			w.take(f, b, m)
 		case <-wake:
 			return true
 		case <-ctx.Done():
@@ -399,9 +398,7 @@ func (w *worker) fill(ctx context.Context, f *feed, b *batch, wake <-chan time.T
 	for !b.full() {
 		select {
 		case m := <-f.ch:
-			if f.current(m) {
-				w.add(b, m)
-			}
+			w.take(f, b, m)
 		case <-linger.C:
 			return false
 		case <-ctx.Done():
@@ -411,18 +408,44 @@ func (w *worker) fill(ctx context.Context, f *feed, b *batch, wake <-chan time.T
 	return false
 }
 
-func (w *worker) add(b *batch, f fed) {
-	m := f.m
+// take adds the messages of chunk m to b until b is full; the rest waits
+// in f.rest for the next batch. A chunk of a reader restarted or stopped
+// since is dropped; a reader's finding that Kafka no longer holds its
+// offset halts the partition.
+func (w *worker) take(f *feed, b *batch, m fed) {
+	f.rest = fed{}
+	if len(m.msgs) == 0 && m.trunc == nil || !f.current(m) {
+		return
+	}
+	if m.trunc != nil {
+		w.halt(f, m.k, truncated(m.trunc.Offset, m.trunc.First))
+		return
+	}
 	if len(b.msgs) == 0 {
-		b.first = f.at
+		b.first = m.at
 	}
-	c := w.topics[m.Topic]
+	n := 0
+	for _, msg := range m.msgs {
+		if b.full() {
+			m.msgs = m.msgs[n:]
+			f.rest = m
+			break
+		}
+		b.add(msg)
+		n++
+	}
+	c := w.topics[m.k.topic]
 	if c == nil {
-		c = w.m.messages.WithLabelValues(m.Topic)
-		w.topics[m.Topic] = c
+		c = w.m.messages.WithLabelValues(m.k.topic)
+		w.topics[m.k.topic] = c
 	}
-	c.Inc()
-	b.add(m)
+	c.Add(float64(n))
+}
+
+// truncated is the reason a partition halts when Kafka no longer holds the
+// offset it must read from.
+func truncated(offset, first int64) string {
+	return fmt.Sprintf("its messages from offset %d are not applied, and Kafka holds them only from offset %d on (retention deleted the rest): rebuild the boards with rankd replay", offset, first)
 }
 
 // process applies a batch, writes its dead letters and commits it. Apply

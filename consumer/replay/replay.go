@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rankd/rankd/consumer"
+	"github.com/rankd/rankd/internal/fetch"
 	"github.com/segmentio/kafka-go"
 	"golang.org/x/sync/errgroup"
 )
@@ -258,15 +259,12 @@ func Run(ctx context.Context, cfg Config, ranges []Range, sink Sink) (Stats, err
 
 func replayPartition(ctx context.Context, cfg Config, r Range, sink Sink, sem chan struct{},
 	report func(applied, observed int64, dead []consumer.DeadLetter)) error {
-	rd := kafka.NewReader(kafka.ReaderConfig{
-		Brokers: cfg.Brokers, Topic: r.Topic, Partition: r.Partition, Dialer: cfg.Dialer,
-		MaxWait: cfg.MaxWait, MaxBytes: 1 << 20, QueueCapacity: 1000, ReadBatchTimeout: 10 * time.Second,
-	})
+	rd := fetch.New(fetch.Config{Brokers: cfg.Brokers, Dialer: cfg.Dialer, MaxBytes: 1 << 20, MaxWait: cfg.MaxWait},
+		r.Topic, r.Partition, r.First)
 	defer rd.Close()
-	if err := rd.SetOffset(r.First); err != nil {
-		return fmt.Errorf("replaying %s/%d: %w", r.Topic, r.Partition, err)
-	}
 	next := r.First
+	var buf []kafka.Message // the last fetch's messages; buf[bi:] are not in a batch yet
+	bi, failures := 0, 0
 	batch := make([]kafka.Message, 0, cfg.BatchCount)
 	for next < r.End {
 		batch = batch[:0]
@@ -281,27 +279,35 @@ func replayPartition(ctx context.Context, cfg Config, r Range, sink Sink, sem ch
 				limit = sp
 			}
 		}
-		// A batch waits at most MaxWait for its messages (one timer a
-		// batch, not one a message: they cost a tenth of a replay's CPU).
-		fctx, cancel := context.WithTimeout(ctx, cfg.MaxWait)
 		for len(batch) < cfg.BatchCount && next < limit {
-			m, err := rd.FetchMessage(fctx)
-			if err != nil {
-				if ctx.Err() != nil {
-					cancel()
-					return ctx.Err()
-				}
-				if errors.Is(err, context.DeadlineExceeded) && len(batch) > 0 {
-					break // hand over what we have
-				}
-				if errors.Is(err, context.DeadlineExceeded) {
-					cancel()
-					fctx, cancel = context.WithTimeout(ctx, cfg.MaxWait)
+			if bi == len(buf) {
+				buf, bi = buf[:0], 0
+				err := rd.Fetch(ctx, fetchChunk, func(msgs []kafka.Message) bool {
+					buf = append(buf, msgs...)
+					return true
+				})
+				if len(buf) == 0 {
+					if err == nil {
+						if len(batch) > 0 {
+							break // none within MaxWait: hand over what we have
+						}
+						continue
+					}
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					var trunc *fetch.TruncatedError
+					if failures++; errors.As(err, &trunc) || failures >= fetchAttempts {
+						return fmt.Errorf("replaying %s/%d: %w", r.Topic, r.Partition, err)
+					}
+					if !consumer.Sleep(ctx, consumer.Backoff(failures, 50*time.Millisecond, 5*time.Second)) {
+						return ctx.Err()
+					}
 					continue
 				}
-				cancel()
-				return fmt.Errorf("replaying %s/%d: %w", r.Topic, r.Partition, err)
+				failures = 0 // (an error after some messages: the next fetch retries)
 			}
+			m := buf[bi]
 			if m.Offset >= limit {
 				// Offsets are not dense (transaction markers): the message
 				// belongs to the next phase, or past the end.
@@ -309,17 +315,13 @@ func replayPartition(ctx context.Context, cfg Config, r Range, sink Sink, sem ch
 					next = r.End
 					break
 				}
-				if err := rd.SetOffset(m.Offset); err != nil {
-					cancel()
-					return err
-				}
 				next = m.Offset
 				break
 			}
+			bi++
 			batch = append(batch, m)
 			next = m.Offset + 1
 		}
-		cancel()
 		if len(batch) == 0 {
 			continue
 		}
@@ -336,6 +338,13 @@ func replayPartition(ctx context.Context, cfg Config, r Range, sink Sink, sem ch
 	}
 	return nil
 }
+
+// fetchAttempts is how many fetches of a partition in a row may fail
+// before a replay gives up.
+const fetchAttempts = 5
+
+// fetchChunk is how many messages a fetch hands over at a time.
+const fetchChunk = 1000
 
 func applyReplayBatch(ctx context.Context, cfg Config, sink Sink, batch []kafka.Message, observing bool, deadFrom int64,
 	report func(applied, observed int64, dead []consumer.DeadLetter)) error {

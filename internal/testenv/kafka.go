@@ -15,7 +15,10 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/testcontainers/testcontainers-go"
 	tckafka "github.com/testcontainers/testcontainers-go/modules/kafka"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/rankd/rankd/internal/testenv/kgroup"
 )
@@ -294,4 +297,30 @@ func topicReady(md *kafka.MetadataResponse, name string, partitions int) bool {
 		return true
 	}
 	return false
+}
+
+// DeleteRecords deletes the messages of topic/partition before offset, as
+// retention would.
+func (b *Broker) DeleteRecords(t testing.TB, topic string, partition int32, before int64) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Partition, rp.Offset = partition, before
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 10_000
+	resp, err := req.RequestWith(t.Context(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); e != nil {
+		t.Fatalf("deleting the records of %s/%d before %d: %v", topic, partition, before, e)
+	}
 }
