@@ -263,7 +263,7 @@ func replayPartition(ctx context.Context, cfg Config, r Range, sink Sink, sem ch
 		r.Topic, r.Partition, r.First)
 	defer rd.Close()
 	next := r.First
-	var buf []kafka.Message // the last fetch's messages; buf[bi:] are not in a batch yet
+	var chunks [][]kafka.Message // the last fetch's, as handed over; from chunks[0][bi] on not in a batch yet
 	bi, failures := 0, 0
 	batch := make([]kafka.Message, 0, cfg.BatchCount)
 	for next < r.End {
@@ -280,13 +280,15 @@ func replayPartition(ctx context.Context, cfg Config, r Range, sink Sink, sem ch
 			}
 		}
 		for len(batch) < cfg.BatchCount && next < limit {
-			if bi == len(buf) {
-				buf, bi = buf[:0], 0
+			if len(chunks) > 0 && bi == len(chunks[0]) {
+				chunks, bi = chunks[1:], 0
+			}
+			if len(chunks) == 0 {
 				err := rd.Fetch(ctx, fetchChunk, func(msgs []kafka.Message) bool {
-					buf = append(buf, msgs...)
+					chunks = append(chunks, msgs)
 					return true
 				})
-				if len(buf) == 0 {
+				if len(chunks) == 0 {
 					if err == nil {
 						if len(batch) > 0 {
 							break // none within MaxWait: hand over what we have
@@ -307,7 +309,7 @@ func replayPartition(ctx context.Context, cfg Config, r Range, sink Sink, sem ch
 				}
 				failures = 0 // (an error after some messages: the next fetch retries)
 			}
-			m := buf[bi]
+			m := chunks[0][bi]
 			if m.Offset >= limit {
 				// Offsets are not dense (transaction markers): the message
 				// belongs to the next phase, or past the end.
