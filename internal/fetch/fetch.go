@@ -130,8 +130,12 @@ func (p *Partition) Fetch(ctx context.Context, n int, each func([]kafka.Message)
 	hand := func() {
 		if stopped = !each(chunk); !stopped {
 			// the time each took is not the broker's: the rest of the
-			// response gets readTimeout from now
+			// response gets readTimeout from now (unless ctx ended
+			// meanwhile: its deadline of now stands)
 			_ = conn.SetReadDeadline(time.Now().Add(readTimeout))
+			if ctx.Err() != nil {
+				_ = conn.SetDeadline(time.Now())
+			}
 		}
 		p.offset = chunk[len(chunk)-1].Offset + 1
 		chunk = nil
