@@ -592,9 +592,9 @@ local function rolls(g)
 end
 
 -- the fast path's old values, read before anything is written: a packed
--- call gives up here if a member's sum could leave its range (olds
+-- call gives up here if a member's sum could leave its range (readOlds
 -- returns false). (A function: the main chunk is out of registers.)
-local function olds(g)
+local function readOlds(g)
   g.olds = {}
   local mode, tb, hi, lo = g.mode, g.tb, g.hi, g.lo
   for pi, fm in pairs(g.fm) do
@@ -616,7 +616,7 @@ local function olds(g)
   return true
 end
 for _, g in ipairs(G) do
-  if not olds(g) then return giveup() end
+  if not readOlds(g) then return giveup() end
 end
 if poshs then call('HSET', P.poskey, unpack(poshs)) end
 
