@@ -32,56 +32,78 @@ for i = 1, R.nmid do mids[i] = nx() end
 
 if R.count == 0 then return {0, R.cursor} end -- raising the head only
 
--- every step reads or writes all the chunk's candidates with one command
+-- Every step reads or writes all the chunk's members with one command. A
+-- member already in S(k) (written by an event since the head was raised,
+-- or returned twice by ZSCAN) is computed like the others and left alone
+-- by ZADD NX: looking it up first cost more than it saved.
 local scan = call('ZSCAN', sPrev, R.cursor, 'COUNT', R.count)
 local next, kv = scan[1], scan[2]
-local ms = {}
-for i = 1, #kv, 2 do ms[#ms + 1] = kv[i] end
-local inK = many('ZMSCORE', sK, ms)
-local c2, v, q = {}, {}, {}
-for i, m in ipairs(ms) do
-  if not inK[i] then
-    local n = #c2 + 1
-    c2[n] = m
-    v[n], q[n] = dec(mode, tb, tonumber(kv[2 * i]))
-    q[n] = q[n] + wbPrev
+local n = #kv / 2
+local ms, v, q = {}, {}, {}
+local tie = mode ~= TIE_NONE
+for i = 1, n do
+  ms[i] = kv[2 * i - 1]
+  if tie then
+    local a, b = dec(mode, tb, kv[2 * i] + 0)
+    v[i], q[i] = a, b + wbPrev
+  else
+    v[i] = kv[2 * i] + 0
   end
 end
-local olds = many('ZMSCORE', pOld, c2)
-local news = many('ZMSCORE', pNew, c2)
-local keep, undecided = {}, {}
-for i = 1, #c2 do
-  if olds[i] then v[i] = v[i] - dec(mode, tb, tonumber(olds[i])) end
-  keep[i] = v[i] ~= 0
-  if news[i] then
-    local nv, nq = dec(mode, tb, tonumber(news[i]))
-    v[i] = v[i] + nv
-    if nq + pNewQ > q[i] then q[i] = nq + pNewQ end
-    keep[i] = true
+local olds = many('ZMSCORE', pOld, ms)
+local news = many('ZMSCORE', pNew, ms)
+local keep, undecided, nu = {}, {}, 0
+for i = 1, n do
+  local o, w = olds[i], news[i]
+  local k = true
+  if o then
+    if tie then v[i] = v[i] - dec(mode, tb, o + 0) else v[i] = v[i] - o end
+    k = v[i] ~= 0
   end
-  if not keep[i] then undecided[#undecided + 1] = i end
+  if w then
+    if tie then
+      local nv, nq = dec(mode, tb, w + 0)
+      v[i] = v[i] + nv
+      if nq + pNewQ > q[i] then q[i] = nq + pNewQ end
+    else
+      v[i] = v[i] + w
+    end
+    k = true
+  end
+  keep[i] = k
+  if not k then nu = nu + 1; undecided[nu] = i end
 end
+-- a member whose value is 0 stays if it has an event in P(k-N+1..k-1);
+-- periods without any event have no key and are skipped
 for j = 1, R.nmid do
-  if #undecided == 0 then break end
-  local um = {}
-  for x, i in ipairs(undecided) do um[x] = c2[i] end
-  local in_mid = many('ZMSCORE', mids[j], um)
-  local rest = {}
-  for x, i in ipairs(undecided) do
-    if in_mid[x] then keep[i] = true else rest[#rest + 1] = i end
+  if nu == 0 then break end
+  if call('EXISTS', mids[j]) == 1 then
+    local um = {}
+    for x = 1, nu do um[x] = ms[undecided[x]] end
+    local in_mid = many('ZMSCORE', mids[j], um)
+    local rest, nr = {}, 0
+    for x = 1, nu do
+      local i = undecided[x]
+      if in_mid[x] then keep[i] = true else nr = nr + 1; rest[nr] = i end
+    end
+    undecided, nu = rest, nr
   end
-  undecided = rest
 end
-local out = {}
-for i = 1, #c2 do
+local out, no = {}, 0
+for i = 1, n do
   if keep[i] then
-    if q[i] < wb then q[i] = wb end
-    out[#out + 1] = int(enc(mode, tb, v[i], q[i] - wb))
-    out[#out + 1] = c2[i]
+    local s = v[i]
+    if tie then
+      local qi = q[i]
+      if qi < wb then qi = wb end
+      s = enc(mode, tb, s, qi - wb)
+    end
+    out[no + 1], out[no + 2] = int(s), ms[i]
+    no = no + 2
   end
 end
-many('ZADD', sK, out, 'NX')
-local added = #out / 2
+local added = 0
+for i = 1, no, MAXV do added = added + call('ZADD', sK, 'NX', unpack(out, i, math.min(i + MAXV - 1, no))) end
 if sttl > 0 and call('EXISTS', sK) == 1 then call('PEXPIRE', sK, int(sttl)) end
 if next == '0' then
   local rolled = tonumber(call('HGET', meta, META_ROLLED))
