@@ -19,17 +19,29 @@ import (
 // benchMembers members (1M by default) into S(k), and reports members/s and
 // the longest single Redis command (from SLOWLOG, every command over 1 ms;
 // wall time, so a loaded machine inflates it) and Redis CPU per member;
-// RANKD_BENCH_CHUNK sets WithRolloverChunk:
+// RANKD_BENCH_CHUNK sets WithRolloverChunk. It runs for a board without a
+// tiebreak (tie=none, the board of rankd bench's rollover) and one whose
+// scores carry tie offsets (tie=first):
 //
-//	go test -run '^$' -bench BenchmarkRollover -benchtime 1x ./ranking/
+//	go test -run '^$' -bench BenchmarkRollover -benchtime 1x ./ranking/store/
 func BenchmarkRollover(b *testing.B) {
+	for _, tie := range []ranking.Tiebreak{ranking.TieNone, ranking.TieFirst} {
+		b.Run("tie="+tie.String(), func(b *testing.B) { benchRollover(b, tie) })
+	}
+}
+
+func benchRollover(b *testing.B, tie ranking.Tiebreak) {
 	srv := testenv.NewRedis(b, testenv.RedisOptions{})
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
 	ctx := context.Background()
 	unit, _ := ranking.ParseUnit("1d")
-	board := &ranking.Board{Name: "r7", Window: ranking.WindowRolling, Every: unit, Periods: 7, Grace: 5 * time.Minute}
+	board := &ranking.Board{Name: "r7", Window: ranking.WindowRolling, Every: unit, Periods: 7, Grace: 5 * time.Minute, Tiebreak: tie}
 	cal := board.Calendar()
+	codec, err := ranking.NewCodec(board)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		rdb.FlushAll(ctx)
@@ -54,9 +66,13 @@ func BenchmarkRollover(b *testing.B) {
 			for lo := 0; lo < benchMembers; lo += 10000 {
 				zs := make([]redis.Z, 0, 10000)
 				for m := lo; m < min(lo+10000, benchMembers); m++ {
-					score := float64(m%1000 + 2)
+					value := int64(m%1000 + 2)
 					if strings.HasSuffix(key, old.ID) && m%3 != 0 {
-						score = 1 // members with m%3 == 0 had all their points in P(k-7): they drop out
+						value = 1 // members with m%3 == 0 had all their points in P(k-7): they drop out
+					}
+					score, err := codec.Encode(value, int64(m)%(codec.MaxTie()+1))
+					if err != nil {
+						b.Fatal(err)
 					}
 					zs = append(zs, redis.Z{Score: score, Member: member(m)})
 				}

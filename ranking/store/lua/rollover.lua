@@ -40,24 +40,31 @@ local scan = call('ZSCAN', sPrev, R.cursor, 'COUNT', R.count)
 local next, kv = scan[1], scan[2]
 local n = #kv / 2
 local ms, v, q = {}, {}, {}
-local tie = mode ~= TIE_NONE
+-- the score codec (dec and enc) is inlined in the loops over members
+local tie, down = mode ~= TIE_NONE, mode == TIE_DOWN
 for i = 1, n do
   ms[i] = kv[2 * i - 1]
+  local s = kv[2 * i] + 0
   if tie then
-    local a, b = dec(mode, tb, kv[2 * i] + 0)
-    v[i], q[i] = a, b + wbPrev
+    local a = floor(s / tb)
+    local part = s - a * tb
+    if down then part = tb - 1 - part end
+    v[i], q[i] = a, part + wbPrev
   else
-    v[i] = kv[2 * i] + 0
+    v[i] = s
   end
 end
 local olds = many('ZMSCORE', pOld, ms)
-local news = many('ZMSCORE', pNew, ms)
+-- P(k) has no key before its first event, the usual case for a prefill
+-- ahead of the boundary
+local news = {}
+if call('EXISTS', pNew) == 1 then news = many('ZMSCORE', pNew, ms) end
 local keep, undecided, nu = {}, {}, 0
 for i = 1, n do
   local o, w = olds[i], news[i]
   local k = true
   if o then
-    if tie then v[i] = v[i] - dec(mode, tb, o + 0) else v[i] = v[i] - o end
+    if tie then v[i] = v[i] - floor(o / tb) else v[i] = v[i] - o end
     k = v[i] ~= 0
   end
   if w then
@@ -96,7 +103,7 @@ for i = 1, n do
     if tie then
       local qi = q[i]
       if qi < wb then qi = wb end
-      s = enc(mode, tb, s, qi - wb)
+      if down then s = s * tb + (tb - 1 - (qi - wb)) else s = s * tb + (qi - wb) end
     end
     out[no + 1], out[no + 2] = int(s), ms[i]
     no = no + 2
