@@ -541,10 +541,10 @@ type rolloverArgs struct {
 	lockKey, token string
 	lockTTLMs      int64
 	raise          bool   // raise the head to kStart first
-	count          int    // ZSCAN COUNT of the chunk; 0: no chunk (raise only)
+	count          int    // members of the chunk; 0: no chunk (raise only)
 	kStartMs       int64  // start of period k
 	kID            string // its ID
-	cursor         string // ZSCAN cursor of S(k-1) the chunk starts from
+	cursor         string // "<score>:<member>" of S(k-1) the chunk starts after; "": from the start
 	sPrev, sK      string // S(k-1), S(k)
 	pOld, pNew     string // P(k-N), P(k)
 	sTTLMs         int64  // TTL of S(k); 0: kept

@@ -20,9 +20,9 @@ var ErrRolloverBusy = errors.New("rollover in progress elsewhere")
 
 // Rollover prefills the rolling boards of every dims of board up to and
 // including the period containing at (run it ahead of a boundary with at in
-// the next period). Each member is carried by one atomic chunk script, one
-// ZSCAN step of S(k-1) of about WithRolloverChunk members, so no call blocks
-// Redis for long.
+// the next period). Each member is carried by one atomic chunk script, the
+// next WithRolloverChunk members of S(k-1) in its order after a cursor (see
+// rollover.lua), so no call blocks Redis for long.
 // It is idempotent and resumable, and safe to call from several processes:
 // a Redis lock with TTL (fenced by token inside every chunk) lets one do the
 // work; the others skip that board+dims. Non-rolling boards are a no-op.
@@ -77,7 +77,7 @@ type rollState struct {
 	head, rolled, st int64
 	has              bool
 	rollK            string
-	cursor           uint64
+	cursor           string // where the prefill of period rollK stopped (rollover.lua)
 }
 
 func (s *Store) readRoll(ctx context.Context, tag string) (rollState, error) {
@@ -97,7 +97,7 @@ func (s *Store) readRoll(ctx context.Context, tag string) (rollState, error) {
 	r.has = true
 	r.head, r.rolled, r.st = num(v[0]), num(v[1]), num(v[2])
 	r.rollK, _ = v[3].(string)
-	r.cursor = uint64(num(v[4]))
+	r.cursor, _ = v[4].(string)
 	return r, nil
 }
 
@@ -122,7 +122,7 @@ func (s *Store) rollTag(ctx context.Context, st *boardState, tag string, target 
 	}
 	cal, n := st.cal, st.b.Periods
 	for k := cal.Next(cal.At(time.UnixMilli(r.rolled))); !k.Start.After(target.Start); k = cal.Next(k) {
-		cursor := uint64(0)
+		cursor := ""
 		if r.rollK == k.ID {
 			cursor = r.cursor
 		}
@@ -133,7 +133,7 @@ func (s *Store) rollTag(ctx context.Context, st *boardState, tag string, target 
 	return true, nil
 }
 
-func (s *Store) rollPeriod(ctx context.Context, st *boardState, tag, lock, token string, k ranking.Period, n int, cursor uint64, streamMs int64) error {
+func (s *Store) rollPeriod(ctx context.Context, st *boardState, tag, lock, token string, k ranking.Period, n int, cursor string, streamMs int64) error {
 	cal := st.cal
 	prev := cal.Prev(k)
 	first := cal.WindowStart(k, n) // start of S(k)'s window, P(k-N+1)
@@ -154,27 +154,32 @@ func (s *Store) rollPeriod(ctx context.Context, st *boardState, tag, lock, token
 		sTTLMs: ttl, tie: st.tieMode, tieBits: st.codec.TieBits, wbPrevQ: ranking.FloorDiv(old.Start.UnixMilli(), unit),
 		wbQ: ranking.FloorDiv(first.Start.UnixMilli(), unit), pNewQ: ranking.FloorDiv(k.Start.UnixMilli(), unit), mids: mids}
 	// run runs one call: count 0 raises the head only; otherwise one
-	// chunk from cursor. It returns the cursor after the chunk.
-	run := func(raise bool, count int, cur uint64) (uint64, error) {
-		ra.raise, ra.count, ra.cursor = raise, count, strconv.FormatUint(cur, 10)
+	// chunk after cursor. It returns the cursor after the chunk ("": S(k)
+	// is complete).
+	run := func(raise bool, count int, cur string) (string, error) {
+		ra.raise, ra.count, ra.cursor = raise, count, cur
 		res, err := rolloverScript.Run(ctx, s.rdb, []string{s.metaKey(tag)}, ra.add(make([]any, 0, len(rolloverFields)+len(mids)))...).Slice()
 		if err != nil {
-			return 0, err
+			return "", err
 		}
-		if len(res) != 2 {
-			return 0, fmt.Errorf("rollover: unexpected reply %v", res)
+		next, ok := "", len(res) == 2
+		if ok {
+			next, ok = res[1].(string)
 		}
-		next, _ := res[1].(string)
-		return strconv.ParseUint(next, 10, 64)
+		if !ok {
+			return "", fmt.Errorf("rollover: unexpected reply %v", res)
+		}
+		return next, nil
 	}
 	// Raise head first: from now on every event of period k-1 also maintains
-	// S(k), so members that appear in S(k-1) during the scan are covered.
+	// S(k), so members that appear or move in S(k-1) during the walk are
+	// covered.
 	if _, err := run(true, 0, cursor); err != nil {
 		return err
 	}
 	for {
 		next, err := run(false, s.chunk, cursor)
-		if err != nil || next == 0 {
+		if err != nil || next == "" {
 			return err
 		}
 		cursor = next

@@ -133,10 +133,9 @@ func (s *Store) PackedCalls() (held, replanned int64) { return s.packs.Load(), s
 // which bounds how long one call blocks Redis.
 func WithCallSize(n int) Option { return func(s *Store) { s.maxCall = n } }
 
-// WithRolloverChunk sets the ZSCAN COUNT of a rollover script call: about
-// that many members of S(k-1) are carried per call (default 128, 1-2 ms of
-// Redis time on a 1M-member board; ZSCAN's COUNT is a hint, and a small
-// S(k-1) kept as a listpack is carried in one call).
+// WithRolloverChunk sets how many members of S(k-1) one rollover script
+// call carries (default 128: about 1 ms of Redis time on a 1M-member board
+// on this project's benchmark machine, see docs/benchmarks.md).
 func WithRolloverChunk(n int) Option { return func(s *Store) { s.chunk = n } }
 
 // boardState is a board plus everything derived from it once.

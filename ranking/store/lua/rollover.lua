@@ -3,17 +3,37 @@
 --   ZADD NX S(k)[m] = S(k-1)[m] - P(k-N)[m] + P(k)[m]
 -- keeping m only if it has an event in the window (value != 0, or present in
 -- one of P(k-N+1..k)). Runs under the rollover lock (fencing by token).
--- The chunk is one ZSCAN step of S(k-1) from the cursor, taken here with
--- its scores, so that a chunk is one round trip and reads S(k-1) in the
--- same atomic step that writes S(k). ZSCAN returns every member present
--- for the whole scan at least once; a member returned twice is already in
--- S(k) the second time.
+--
+-- The chunk is the next R.count members of S(k-1) in its own order
+-- (score, then member bytes) after the cursor, taken here with their
+-- scores, so that a chunk is one round trip and reads S(k-1) in the same
+-- atomic step that writes S(k). The cursor is "<score>:<member>", the last
+-- member of the previous chunk as it was read ('' or a value without ':',
+-- such as a ZSCAN cursor of an older build: from the start). Why the walk
+-- misses no one: the head was raised to k before the first chunk, so
+-- every event since then that touched a member of S(k-1) also wrote its
+-- S(k) (apply.lua writes the truth where S(k) lacks the member). A member
+-- whose S(k-1) score changed during the walk is in S(k) already, and the
+-- others keep their places in S(k-1)'s order, so each of them comes after
+-- the cursor until a chunk takes it. Members arrive in score order, so
+-- S(k)'s inserts land close to each other (a ZSCAN step's are scattered
+-- over the whole skiplist).
 --
 -- KEYS[1]  meta hash of the board+dims
 -- ARGV     rolloverArgs (contract.go)
--- Returns  {members added, the cursor after this chunk ("0": S(k) is
+-- Returns  {members added, the cursor after this chunk ('': S(k) is
 --          complete)}
 local meta = KEYS[1]
+-- before reports a < b in the order of members with equal scores (bytes,
+-- as memcmp): Lua's own < on strings follows the locale (strcoll)
+local function before(a, b)
+  local byte = string.byte
+  for i = 1, math.min(#a, #b) do
+    local x, y = byte(a, i), byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
 local R = {lock = nx(), token = nx(), lockttl = nx(), raise = nn(), count = nn(), kstart = nn(), kid = nx(),
            cursor = nx(), sprev = nx(), sk = nx(), pold = nx(), pnew = nx(), sttl = nn(), mode = nn(),
            tbits = nn(), wbprev = nn(), wb = nn(), pnewq = nn(), nmid = nn()}
@@ -33,12 +53,30 @@ for i = 1, R.nmid do mids[i] = nx() end
 if R.count == 0 then return {0, R.cursor} end -- raising the head only
 
 -- Every step reads or writes all the chunk's members with one command. A
--- member already in S(k) (written by an event since the head was raised,
--- or returned twice by ZSCAN) is computed like the others and left alone
--- by ZADD NX: looking it up first cost more than it saved.
-local scan = call('ZSCAN', sPrev, R.cursor, 'COUNT', R.count)
-local next, kv = scan[1], scan[2]
+-- member already in S(k) is computed like the others and left alone by
+-- ZADD NX: looking it up first cost more than it saved.
+local r = 0 -- rank in S(k-1) of the chunk's first member
+local c = string.find(R.cursor, ':', 1, true)
+if c then
+  local ls, lm = sub(R.cursor, 1, c - 1), sub(R.cursor, c + 1)
+  if call('ZSCORE', sPrev, lm) == ls then
+    r = call('ZRANK', sPrev, lm) + 1
+  else
+    -- the cursor's member moved (an event touched it): the first member
+    -- after lm among those scored ls, by bisection of their ranks
+    local lo = call('ZCOUNT', sPrev, '-inf', '(' .. ls)
+    local hi = call('ZCOUNT', sPrev, '-inf', ls)
+    while lo < hi do
+      local mid = floor((lo + hi) / 2)
+      if before(lm, call('ZRANGE', sPrev, mid, mid)[1]) then hi = mid else lo = mid + 1 end
+    end
+    r = lo
+  end
+end
+local kv = call('ZRANGE', sPrev, r, r + R.count - 1, 'WITHSCORES')
 local n = #kv / 2
+local next = ''
+if n == R.count then next = kv[2 * n] .. ':' .. kv[2 * n - 1] end
 local ms, v, q = {}, {}, {}
 -- the score codec (dec and enc) is inlined in the loops over members
 local tie, down = mode ~= TIE_NONE, mode == TIE_DOWN
@@ -112,7 +150,7 @@ end
 local added = 0
 for i = 1, no, MAXV do added = added + call('ZADD', sK, 'NX', unpack(out, i, math.min(i + MAXV - 1, no))) end
 if sttl > 0 and call('EXISTS', sK) == 1 then call('PEXPIRE', sK, int(sttl)) end
-if next == '0' then
+if next == '' then
   local rolled = tonumber(call('HGET', meta, META_ROLLED))
   if rolled == nil or rolled < kStart then call('HSET', meta, META_ROLLED, int(kStart)) end
   call('HDEL', meta, META_ROLL_K, META_ROLL_CURSOR)
