@@ -134,6 +134,12 @@ func (g *governor) admit(ctx context.Context, now time.Time) error {
 	if wait <= 0 {
 		return nil
 	}
+	// a request whose context already ended does not start, even when its
+	// wait is so short that the timer fires before the select below looks
+	// (select picks at random among ready cases)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
