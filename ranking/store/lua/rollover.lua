@@ -21,8 +21,8 @@
 --
 -- KEYS[1]  meta hash of the board+dims
 -- ARGV     rolloverArgs (contract.go)
--- Returns  {members added, the cursor after this chunk ('': S(k) is
---          complete)}
+-- Returns  {members written (ZADD NX left those already in S(k) as they
+--          were), the cursor after this chunk ('': S(k) is complete)}
 local meta = KEYS[1]
 -- before reports a < b in the order of members with equal scores (bytes,
 -- as memcmp): Lua's own < on strings follows the locale (strcoll)
@@ -78,7 +78,8 @@ local n = #kv / 2
 local next = ''
 if n == R.count then next = kv[2 * n] .. ':' .. kv[2 * n - 1] end
 local ms, v, q = {}, {}, {}
--- the score codec (dec and enc) is inlined in the loops over members
+-- the score codec (dec and enc) is inlined in the loops every member
+-- goes through; P(k)'s scores, rare here, go through dec
 local tie, down = mode ~= TIE_NONE, mode == TIE_DOWN
 for i = 1, n do
   ms[i] = kv[2 * i - 1]
@@ -147,8 +148,7 @@ for i = 1, n do
     no = no + 2
   end
 end
-local added = 0
-for i = 1, no, MAXV do added = added + call('ZADD', sK, 'NX', unpack(out, i, math.min(i + MAXV - 1, no))) end
+many('ZADD', sK, out, 'NX')
 if sttl > 0 and call('EXISTS', sK) == 1 then call('PEXPIRE', sK, int(sttl)) end
 if next == '' then
   local rolled = tonumber(call('HGET', meta, META_ROLLED))
@@ -157,4 +157,4 @@ if next == '' then
 else
   call('HSET', meta, META_ROLL_K, R.kid, META_ROLL_CURSOR, next)
 end
-return {added, next}
+return {no / 2, next}
