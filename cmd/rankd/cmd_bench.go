@@ -37,7 +37,9 @@ and runs, against the same servers:
   replay    the rebuild of every board from the log into a new generation
   latency   event-to-visible latency (HTTP API) at half rankd's drain rate
   rollover  prefill of a rolling board of --rollover-members members, with
-            the worst latency of a concurrent ZREVRANGE reader
+            the worst latency of a concurrent ZREVRANGE reader, the
+            slowest Redis call, and how long Redis waited for a CPU
+            (a redis-server child on Linux)
   cost      the Redis time of each kind of API read (top, member, around;
             row and dense) on 200k- and 1M-member boards: estimated by the
             budget, modelled from the work counted, measured (INFO cpu)

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -89,6 +90,36 @@ func TestValidate(t *testing.T) {
 		err := tt.o.Validate()
 		if (err == nil) != (tt.want == "") || (err != nil && !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("%+v: %v, want %q", tt.o, err, tt.want)
+		}
+	}
+}
+
+// TestRolloverPhase runs the rollover phase on a small board, with a Redis
+// child (whose wait for a CPU is measured) and with a given Redis (not
+// measured: its process may be on another machine).
+func TestRolloverPhase(t *testing.T) {
+	skip := []string{PhaseNaive, PhaseSeed, PhaseRankd, PhaseMemory, PhaseReplay, PhaseLatency, PhaseCost, PhaseReads}
+	for _, given := range []bool{false, true} {
+		var out bytes.Buffer
+		o := Options{Events: 1000, RolloverMembers: 3000, Stdout: &out, Stderr: &out, Skip: skip}
+		if given {
+			o.Redis = startRedis(t).Addr()
+		}
+		res, err := Run(t.Context(), o)
+		if err != nil {
+			t.Fatalf("given Redis %v: %v\n%s", given, err, out.String())
+		}
+		r := res.Rollover
+		if r == nil || r.Members != 3000 {
+			t.Fatalf("given Redis %v: rollover %+v", given, r)
+		}
+		measured := r.RedisWaitMs >= 0 && r.RedisPreempted >= 0
+		if given == measured && runtime.GOOS == "linux" {
+			t.Errorf("given Redis %v: Redis waited %v ms, preempted %d times: want measured only for a child",
+				given, r.RedisWaitMs, r.RedisPreempted)
+		}
+		if got := strings.Contains(out.String(), "Redis waited"); got != measured {
+			t.Errorf("given Redis %v: report says how long Redis waited: %v, want %v\n%s", given, got, measured, out.String())
 		}
 	}
 }

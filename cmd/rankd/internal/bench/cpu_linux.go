@@ -74,3 +74,38 @@ func readSteal() stealReading {
 	r.ok = true
 	return r
 }
+
+// pidWait returns how long the main thread of process pid has waited, in
+// all, for a CPU while runnable (/proc/<pid>/schedstat, the scheduler's
+// run-queue time) and how often it was preempted (nonvoluntary_ctxt_switches
+// of /proc/<pid>/status). For Redis, whose main thread runs every command,
+// that is time its clients waited without Redis doing their work.
+func pidWait(pid int) (wait time.Duration, preempted int64, ok bool) {
+	if pid <= 0 {
+		return 0, 0, false
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(data)) // run time (ns), wait time (ns), timeslices
+	if len(f) < 2 {
+		return 0, 0, false
+	}
+	ns, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return 0, 0, false
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, found := strings.CutPrefix(line, "nonvoluntary_ctxt_switches:"); found {
+			if preempted, err = strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+				return time.Duration(ns), preempted, true
+			}
+		}
+	}
+	return 0, 0, false
+}

@@ -12,3 +12,6 @@ func pidCPU(int) (time.Duration, bool) { return 0, false }
 
 // readSteal is not measured outside Linux.
 func readSteal() stealReading { return stealReading{} }
+
+// pidWait is not measured outside Linux.
+func pidWait(int) (time.Duration, int64, bool) { return 0, 0, false }

@@ -249,6 +249,23 @@ type Rollover struct {
 	// from it during the rollover (/proc/stat; -1: unknown): a virtual
 	// CPU taken away stalls whatever runs on it, a Redis call included.
 	StealPct float64 `json:"steal_pct"`
+	// RedisWaitMs is how long Redis' main thread, runnable, waited for a
+	// CPU during the rollover, in all (the scheduler's run-queue time),
+	// and RedisPreempted how often another thread took its CPU (-1: not
+	// measured: not Linux, or a Redis of --redis). On a machine with
+	// fewer CPUs than busy threads, a read waits that long on top of the
+	// calls ahead of it.
+	RedisWaitMs    float64 `json:"redis_wait_ms"`
+	RedisPreempted int64   `json:"redis_preempted"`
+}
+
+// waited describes RedisWaitMs and RedisPreempted for the report ("" when
+// not measured).
+func (o *Rollover) waited() string {
+	if o.RedisWaitMs < 0 {
+		return ""
+	}
+	return fmt.Sprintf("; Redis waited %.1f ms for a CPU, preempted %d times", o.RedisWaitMs, o.RedisPreempted)
 }
 
 // WriteJSON writes r, indented, to file.
@@ -331,8 +348,8 @@ func (r *Result) WriteTable(w io.Writer) {
 		}
 	}
 	if o := r.Rollover; o != nil {
-		fmt.Fprintf(w, "rollover: %d-member rolling board in %.2fs (%.0f members/s); concurrent ZREVRANGE top-10 reader: %d calls, p50 %.2f ms, p99 %.2f ms, max %.2f ms, %d over 5 ms; slowest Redis call %.2f ms (%s); CPU steal %s\n",
-			o.Members, o.Seconds, o.MembersPerSec, o.ReaderCalls, o.ReaderP50Ms, o.ReaderP99Ms, o.ReaderMaxMs, o.ReaderOver5ms, o.SlowestCallMs, o.SlowestCall, pct(o.StealPct))
+		fmt.Fprintf(w, "rollover: %d-member rolling board in %.2fs (%.0f members/s); concurrent ZREVRANGE top-10 reader: %d calls, p50 %.2f ms, p99 %.2f ms, max %.2f ms, %d over 5 ms; slowest Redis call %.2f ms (%s); CPU steal %s%s\n",
+			o.Members, o.Seconds, o.MembersPerSec, o.ReaderCalls, o.ReaderP50Ms, o.ReaderP99Ms, o.ReaderMaxMs, o.ReaderOver5ms, o.SlowestCallMs, o.SlowestCall, pct(o.StealPct), o.waited())
 	}
 	if p := r.Replay; p != nil {
 		fmt.Fprintf(w, "replay: %d events into a new generation at %.0f events/s (%.2fs reading and applying, %.2fs in all with rollover, switch and deletion of the old generation); %d decided in memory\n",

@@ -124,10 +124,12 @@ func (e *env) rollover(ctx context.Context) (*Rollover, error) {
 	time.Sleep(50 * time.Millisecond) // the reader is going
 	e.prog.set(fmt.Sprintf("rollover of %d members", n), nil)
 	steal := readSteal()
+	wait0, pre0, waitOK := pidWait(e.redisPID)
 	start := time.Now()
 	err = st.Rollover(ctx, rolloverBoard, k.Start.Add(time.Hour))
 	el := time.Since(start)
 	stealPct := steal.stealPct()
+	wait1, pre1, waitOK1 := pidWait(e.redisPID)
 	time.Sleep(50 * time.Millisecond)
 	stopReader()
 	wg.Wait()
@@ -157,6 +159,10 @@ func (e *env) rollover(ctx context.Context) (*Rollover, error) {
 	}
 	r.SlowestCallMs = ms(worst)
 	r.StealPct = stealPct
+	r.RedisWaitMs, r.RedisPreempted = -1, -1
+	if waitOK && waitOK1 {
+		r.RedisWaitMs, r.RedisPreempted = ms(wait1-wait0), pre1-pre0
+	}
 	slices.Sort(lat)
 	r.ReaderP50Ms, r.ReaderP99Ms, r.ReaderMaxMs = ms(quantile(lat, 0.5)), ms(quantile(lat, 0.99)), ms(quantile(lat, 1))
 	for _, l := range lat {
