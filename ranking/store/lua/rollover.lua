@@ -21,8 +21,8 @@
 --
 -- KEYS[1]  meta hash of the board+dims
 -- ARGV     rolloverArgs (contract.go)
--- Returns  {members written (ZADD NX left those already in S(k) as they
---          were), the cursor after this chunk ('': S(k) is complete)}
+-- Returns  {members given to ZADD NX (it leaves those already in S(k) as
+--          they were), the cursor after this chunk ('': S(k) is complete)}
 local meta = KEYS[1]
 -- before reports a < b in the order of members with equal scores (bytes,
 -- as memcmp): Lua's own < on strings follows the locale (strcoll)
