@@ -13,6 +13,11 @@ type API struct {
 	// CacheTTL: a board read is read from Redis at most once per TTL and
 	// served from memory meanwhile; default 1s; 0 turns the cache off.
 	CacheTTL time.Duration
+	// CacheRefresh: once a board changed (the consumers publish the
+	// boards each batch changed), its cached reads are read again when
+	// they are this old instead of at the TTL; default 50ms; 0: the TTL
+	// alone, without subscribing to the notices.
+	CacheRefresh time.Duration
 	// CacheMaxBytes bounds the cache's memory (least recently used
 	// entries are evicted); default 64 MiB.
 	CacheMaxBytes int
@@ -38,6 +43,7 @@ type API struct {
 // Defaults of the api section (the same as httpapi's).
 const (
 	DefaultCacheTTL        = time.Second
+	DefaultCacheRefresh    = 50 * time.Millisecond
 	DefaultCacheMaxBytes   = 64 << 20
 	DefaultRedisBudget     = 0.1
 	DefaultConcurrentReads = 8
@@ -47,7 +53,7 @@ const (
 )
 
 func defaultAPI() API {
-	return API{CacheTTL: DefaultCacheTTL, CacheMaxBytes: DefaultCacheMaxBytes, RedisBudget: DefaultRedisBudget,
+	return API{CacheTTL: DefaultCacheTTL, CacheRefresh: DefaultCacheRefresh, CacheMaxBytes: DefaultCacheMaxBytes, RedisBudget: DefaultRedisBudget,
 		ConcurrentReads: DefaultConcurrentReads, YieldLatency: DefaultYieldLatency}
 }
 
@@ -55,6 +61,7 @@ func defaultAPI() API {
 func (l *loader) apiFields(a *API) map[string]field {
 	return map[string]field{
 		"cache_ttl":         l.duration(&a.CacheTTL),
+		"cache_refresh":     l.duration(&a.CacheRefresh),
 		"cache_max_bytes":   l.integer(&a.CacheMaxBytes),
 		"redis_budget":      l.float(&a.RedisBudget),
 		"concurrent_reads":  l.integer(&a.ConcurrentReads),
@@ -82,6 +89,9 @@ func (l *loader) validateAPI(c *Config) {
 	a := &c.API
 	if a.CacheTTL < 0 {
 		l.errorf("api.cache_ttl", "must be 0 (no cache) or positive, got %v", a.CacheTTL)
+	}
+	if a.CacheRefresh < 0 {
+		l.errorf("api.cache_refresh", "must be 0 (the TTL alone) or positive, got %v", a.CacheRefresh)
 	}
 	if a.CacheMaxBytes < 1<<20 {
 		l.errorf("api.cache_max_bytes", "must be at least 1 MiB (1048576), got %d", a.CacheMaxBytes)

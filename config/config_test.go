@@ -170,6 +170,7 @@ func TestBrokenConfigs(t *testing.T) {
 		{"not a mapping", base, "- oops\n", `t.yaml:1: the config must be a mapping`},
 		{"empty", base, "", `t.yaml: empty config`},
 		{"empty document", base, "---\n", `t.yaml: empty config`},
+		{"negative cache refresh", "", "api: {cache_refresh: -1s}\n", `t.yaml:10:22: api.cache_refresh: must be 0 (the TTL alone) or positive, got -1s`},
 		{"merge cycle", `redis: {addr: "localhost:6379"}`, `redis: &r {addr: "localhost:6379", <<: *r}`, `t.yaml:2:40: redis: merge key (<<) merges the mapping into itself`},
 	}
 	for _, tt := range tests {
@@ -414,7 +415,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		{"kafka", "batch, brokers, dead_letter_topic, future_skew, group, heartbeat_interval, max_message_bytes, max_wait, min_bytes, rebalance_timeout, sasl, session_timeout, shutdown_timeout, tls, topics, workers"},
 		{"redis", "addr, addrs, db, dedupe_ttl, password, password_file, pool_size, prefix, sentinel, tls, username"},
 		{"http", "idle_timeout, listen, max_conns, max_header_bytes, metrics_listen, read_header_timeout, read_timeout, token, token_file, write_timeout"},
-		{"api", "cache_max_bytes, cache_ttl, concurrent_reads, concurrent_writes, redis_budget, yield_latency"},
+		{"api", "cache_max_bytes, cache_refresh, cache_ttl, concurrent_reads, concurrent_writes, redis_budget, yield_latency"},
 		{"rollover", "interval, lead"},
 	} {
 		t.Run(tt.section, func(t *testing.T) {

@@ -1,7 +1,11 @@
 package consumer
 
 import (
+	"context"
 	"regexp"
+	"slices"
+	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +20,9 @@ import (
 // real third-party client, librdkafka) into three topics of three
 // partitions, half before and half while two workers consume, waits until
 // the group has committed everything, and compares every board with the
-// oracle. It also checks readiness and the loop's metrics.
+// oracle. It also checks readiness and the loop's metrics, and that the
+// change notices (store.WatchChanges) named exactly the boards it applied
+// updates to.
 func TestEndToEnd(t *testing.T) {
 	kcat := world.RequireKcat(t)
 	f := newFixture(t, testenv.Redis(t), 3)
@@ -33,6 +39,42 @@ func TestEndToEnd(t *testing.T) {
 	}
 	hdrMsg.Value = regexp.MustCompile(`"id":"[^"]*",`).ReplaceAll(hdrMsg.Value, nil)
 	hdrMsg.Headers = []kafka.Header{{Key: "id", Value: []byte("kcat-header-id")}}
+
+	// the change notices, from before the first batch
+	noticed := map[string]bool{}
+	var noticedMu sync.Mutex
+	subscribed, ended := make(chan struct{}), make(chan struct{})
+	var subOnce, endOnce sync.Once
+	wctx, wcancel := context.WithCancel(t.Context())
+	wdone := make(chan error, 1)
+	go func() {
+		wdone <- f.Store.WatchChanges(wctx, func(boards []string) {
+			if boards == nil {
+				subOnce.Do(func() { close(subscribed) })
+				return
+			}
+			noticedMu.Lock()
+			defer noticedMu.Unlock()
+			for _, b := range boards {
+				if b == "~end" {
+					endOnce.Do(func() { close(ended) })
+				} else {
+					noticed[b] = true
+				}
+			}
+		})
+	}()
+	defer func() {
+		wcancel()
+		if err := <-wdone; err != nil {
+			t.Errorf("WatchChanges: %v", err)
+		}
+	}()
+	select {
+	case <-subscribed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not subscribed to the change notices within 10s")
+	}
 
 	w := f.NewWriter()
 	f.Produce(w, viaGo[:1300])
@@ -104,5 +146,34 @@ func TestEndToEnd(t *testing.T) {
 	}
 	if partitions := testutil.CollectAndCount(m.lag); partitions != 9 {
 		t.Errorf("rankd_consumer_lag_messages has %d series, want 9 (3 topics x 3 partitions)", partitions)
+	}
+
+	// every notice the sink published is delivered before this one
+	if err := f.Store.PublishChanges(t.Context(), []string{"~end"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the last notice not delivered within 10s")
+	}
+	var want, got []string
+	for _, b := range f.Cfg.Boards() {
+		if testutil.ToFloat64(m.sinkUpdates.WithLabelValues(b.Name)) > 0 {
+			want = append(want, b.Name)
+		}
+	}
+	noticedMu.Lock()
+	for b := range noticed {
+		got = append(got, b)
+	}
+	noticedMu.Unlock()
+	sort.Strings(want)
+	sort.Strings(got)
+	if len(want) == 0 || !slices.Equal(got, want) {
+		t.Errorf("change notices named %q, want the boards updates were applied to: %q", got, want)
+	}
+	if n := testutil.ToFloat64(m.noticeErrors); n != 0 {
+		t.Errorf("rankd_sink_change_notice_errors_total = %v, want 0", n)
 	}
 }

@@ -30,10 +30,12 @@ type metrics struct {
 	outOfRange  *prometheus.CounterVec   // board
 	eventLag    *prometheus.HistogramVec // topic
 	redisErrors prometheus.Counter
-	behind      prometheus.Gauge // partitions halted: Redis lost what it knew of them
-	rewinds     prometheus.Counter
-	rewound     prometheus.Counter   // offsets re-applied after Redis lost them
-	rewindDur   prometheus.Histogram // from finding a loss to re-applying it
+	// noticeErrors counts change notices not published (ranking_sink.go)
+	noticeErrors prometheus.Counter
+	behind       prometheus.Gauge // partitions halted: Redis lost what it knew of them
+	rewinds      prometheus.Counter
+	rewound      prometheus.Counter   // offsets re-applied after Redis lost them
+	rewindDur    prometheus.Histogram // from finding a loss to re-applying it
 }
 
 // newMetrics registers the package's collectors on reg (a private registry
@@ -93,6 +95,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			[]string{"topic"})),
 		redisErrors: counter("sink", "redis_errors_total",
 			"Failed attempts to apply a batch to Redis (Redis unreachable, timing out or refusing; the batch is retried, offsets do not move)."),
+		noticeErrors: counter("sink", "change_notice_errors_total",
+			"Batches applied whose change notice (the boards they changed, for the API servers' caches) could not be published; those caches serve the boards' pages until their TTL."),
 		behind: register(reg, &errs, prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "rankd", Subsystem: "sink", Name: "partitions_behind",
 			Help: "Partitions this process does not apply because it cannot apply them exactly (Redis lost everything it knew of them, or Kafka no longer holds the messages to re-apply); they resume after rankd replay."})),

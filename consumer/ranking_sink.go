@@ -604,5 +604,31 @@ func (s *RankingSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLe
 		s.m.sinkUpdates.WithLabelValues(board).Add(float64(n))
 		s.nApplied.Add(int64(n))
 	}
+	s.notice(ctx, applied)
 	return dead, nil
+}
+
+// changePublisher is a Store that tells the API servers which boards a
+// batch changed, so that their caches read them again (store.Store).
+type changePublisher interface {
+	PublishChanges(ctx context.Context, boards []string) error
+}
+
+// notice publishes the boards a live batch changed (a replay's writes are
+// not served until its switch, which notices every board). A notice is a
+// hint: when it fails, the batch stays applied and the caches serve the
+// boards until their TTL.
+func (s *RankingSink) notice(ctx context.Context, applied map[string]int) {
+	pub, ok := s.store.(changePublisher)
+	if !ok || s.replay || len(applied) == 0 {
+		return
+	}
+	boards := make([]string, 0, len(applied))
+	for b := range applied {
+		boards = append(boards, b)
+	}
+	if err := pub.PublishChanges(ctx, boards); err != nil {
+		s.m.noticeErrors.Inc()
+		s.log.Debug("change notice not published", "boards", len(boards), "err", err)
+	}
 }

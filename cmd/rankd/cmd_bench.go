@@ -90,6 +90,7 @@ func benchFlags(fs *pflag.FlagSet, adjust func(*bench.Options)) cli.RunFunc {
 	fs.Float64Var(&o.ReadRate, "read-rate", 20000, "ingestion `rate` (events/s) of the reads phase")
 	fs.DurationVar(&o.ReadDuration, "read-duration", 20*time.Second, "how long each run of the reads phase lasts")
 	fs.DurationVar(&o.YieldLatency, "read-yield-latency", 0, "rankd's api.yield_latency (-1s: off; default the config's, 100ms)")
+	fs.DurationVar(&o.CacheRefresh, "cache-refresh", 0, "rankd's api.cache_refresh in the latency and reads phases (-1s: off, the cache TTL alone; default the config's, 50ms)")
 	skip := fs.String("skip", "", "comma-separated `phases` not to run: "+strings.Join(bench.Phases, ", "))
 	fs.StringVar(&o.JSON, "json", "", "write the results as JSON to `file`")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write the CPU profile of the rankd drain to `file`")

@@ -120,6 +120,9 @@ type Stack struct {
 	mln   net.Listener            // its listener, opened by Listen
 	check *httpapi.BackgroundPing // Redis readiness, checked in the background
 	conns *httpapi.ConnLimit      // of srv (http.max_conns)
+	// changes takes the boards' change notices to the API's cache
+	// (api.cache_refresh); nil: the cache's TTL alone
+	changes *httpapi.Changes
 }
 
 // New wires cfg's components; it connects to nothing yet (Listen, then
@@ -163,15 +166,19 @@ func New(cfg *config.Config, log *slog.Logger, tune Tuning) (*Stack, error) {
 	}
 	// the API yields to the consumer when it falls behind, and gently
 	// while its batches take longer than api.yield_latency
+	var changes *httpapi.Changes
+	if cfg.API.CacheTTL > 0 && cfg.API.CacheRefresh > 0 {
+		changes = httpapi.NewChanges()
+	}
 	api := httpapi.New(st, append([]httpapi.Option{httpapi.WithRegisterer(reg), httpapi.WithLogger(log), httpapi.WithPriority(cons.Behind),
 		httpapi.WithLatencyTarget(cons.Latency, cfg.API.YieldLatency)},
-		apiOptions(cfg.API)...)...)
+		apiOptions(cfg.API, changes)...)...)
 	metrics := GetOnly(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	// /readyz answers from the last background ping, never waiting for Redis
 	check := httpapi.NewBackgroundPing(&quietPinger{p: st, name: "redis", log: log}, httpapi.DefaultPingEvery, httpapi.DefaultPingTimeout)
 	srv, msrv := newHTTPServers(cfg.HTTP, log, api, metrics, HealthHandler(), ReadyHandler(cons, check))
 	return &Stack{cfg: cfg, log: log, reg: reg, rdb: rdb, store: st, cons: cons, srv: srv, msrv: msrv,
-		check: check, conns: httpapi.NewConnLimit(cfg.HTTP.MaxConns)}, nil
+		check: check, conns: httpapi.NewConnLimit(cfg.HTTP.MaxConns), changes: changes}, nil
 }
 
 // Listen opens the HTTP address before anything starts, so that a taken
@@ -223,6 +230,13 @@ func (s *Stack) Run(ctx context.Context, ln net.Listener) error {
 		s.check.Run(gctx)
 		return nil
 	})
+	if s.changes != nil {
+		g.Go(func() error {
+			// the boards other instances (and this one) changed: the
+			// cache reads them again (api.cache_refresh)
+			return s.store.WatchChanges(gctx, s.changes.Changed)
+		})
+	}
 	g.Go(func() error {
 		if err := s.srv.Serve(s.conns.Limit(s.srv, ln)); err != nil {
 			return fmt.Errorf("http: %w", err)
@@ -319,9 +333,13 @@ func (s *Stack) runStandings(ctx context.Context) error {
 
 // apiOptions are the read API's options of cfg's api section: the response
 // cache, the Redis-time budget (which replaces the fixed rate of expensive
-// reads), the bound on concurrent reads and that on concurrent writes.
-func apiOptions(a config.API) []httpapi.Option {
+// reads), the bound on concurrent reads and that on concurrent writes,
+// and, given changes, the reads again of changed boards.
+func apiOptions(a config.API, changes *httpapi.Changes) []httpapi.Option {
 	opts := []httpapi.Option{httpapi.WithCache(a.CacheTTL, a.CacheMaxBytes), httpapi.WithConcurrentReads(a.ConcurrentReads)}
+	if changes != nil {
+		opts = append(opts, httpapi.WithChanges(changes, a.CacheRefresh))
+	}
 	if a.RedisBudget > 0 {
 		opts = append(opts, httpapi.WithRedisBudget(a.RedisBudget), httpapi.WithExpensiveRate(0))
 	}

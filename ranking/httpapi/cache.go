@@ -34,6 +34,13 @@ import (
 // as it was at most TTL plus one read's duration ago; through a browser or
 // a CDN honouring Cache-Control, at most twice the TTL plus that.
 //
+// With change notices (WithChanges), an entry of a board that changed
+// after its read began is fresh only until it is refresh old: a board the
+// consumer writes to is read again at most once per refresh (per distinct
+// request), one nobody writes to at most once per TTL. A reader then sees
+// a change within refresh, plus the notice's and one read's time, of its
+// being applied; a lost notice costs at most the TTL, as without them.
+//
 // A hit is served before any routing (api.ServeHTTP): one map look-up on
 // the request's path and query as they came, and the entry's bytes and
 // headers, prepared when it was stored, written as they are. The path is
@@ -93,6 +100,74 @@ type cached struct {
 	// hot, read by others than the request that stored it, and its
 	// refresh takes the hot slots (hotReads) if the others are all taken
 	hits atomic.Int32
+	// the board's change counts when its read began (WithChanges): it
+	// is fresh only until refresh after readAt (unix ns) once they moved
+	ver    version
+	readAt int64
+}
+
+// Changes takes the change notices of boards (store.Store.WatchChanges)
+// to the caches of the servers given it (WithChanges).
+type Changes struct {
+	all    atomic.Uint64 // notices of every board
+	mu     sync.RWMutex
+	boards map[string]*atomic.Uint64
+}
+
+// NewChanges returns a Changes that has had no notice.
+func NewChanges() *Changes { return &Changes{boards: map[string]*atomic.Uint64{}} }
+
+// Changed records a notice that boards changed; nil: every board. It
+// never blocks on a read.
+func (c *Changes) Changed(boards []string) {
+	if boards == nil {
+		c.all.Add(1)
+		return
+	}
+	for _, b := range boards {
+		c.board(b).Add(1)
+	}
+}
+
+// board returns the change count of board b.
+func (c *Changes) board(b string) *atomic.Uint64 {
+	c.mu.RLock()
+	n := c.boards[b]
+	c.mu.RUnlock()
+	if n != nil {
+		return n
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n = c.boards[b]; n == nil {
+		n = new(atomic.Uint64)
+		c.boards[b] = n
+	}
+	return n
+}
+
+// version is a board's change counts at one moment.
+type version struct {
+	board         *atomic.Uint64 // nil: no change notices
+	seen, seenAll uint64
+}
+
+// version returns board b's change counts now (zero without notices).
+func (c *Changes) version(b string) version {
+	if c == nil {
+		return version{}
+	}
+	n := c.board(b)
+	// the board's count first: a notice of every board between the two
+	// loads makes the entry older than it is, never newer
+	return version{board: n, seen: n.Load(), seenAll: c.all.Load()}
+}
+
+// WithChanges makes the cache read again the pages of a board that
+// changed once they are refresh old, from the notices c is given (see
+// the cache's doc). Without it, a page is read again once per TTL.
+func WithChanges(c *Changes, refresh time.Duration) Option {
+	return func(cf *config) { cf.changes, cf.refresh = c, refresh }
 }
 
 // hotHits is the fresh hits that make an entry hot.
@@ -129,10 +204,14 @@ type respCache struct {
 	maxAge []string // Cache-Control
 	// maxAgeBytes is maxAge[0] for fasthttp (fast.go)
 	maxAgeBytes []byte
-	perShard    int
-	seed        maphash.Seed
-	shards      [cacheShards]cacheShard
-	flight      singleflight.Group
+	// change notices (WithChanges; nil: none) and how old the entry of a
+	// changed board may get (ns)
+	changes  *Changes
+	refresh  int64
+	perShard int
+	seed     maphash.Seed
+	shards   [cacheShards]cacheShard
+	flight   singleflight.Group
 
 	hits, stale, misses, coalesced, evictions atomic.Int64
 }
@@ -166,17 +245,41 @@ func (c *respCache) get(k cacheKey, now, storeNow int64) (e *cached, fresh bool)
 		sh.lru.MoveToFront(e.elem)
 	}
 	sh.mu.Unlock()
-	return e, e.expires > now
+	return e, c.fresh(e, now)
 }
 
-// put stores a rendered body of route under k and returns its entry,
-// fresh until now plus the TTL (unix ns) and the end of its period
-// (periodEnd, unix ns of the store's clock; 0: none); entries larger than
-// a shard's share are returned without being kept.
-func (c *respCache) put(k cacheKey, body []byte, now, periodEnd int64, route *routeMetrics) *cached {
+// fresh tells whether e may be served at now (unix ns) without reading it
+// again: within its TTL, and, with change notices, before refresh after
+// its read if its board changed since the read began.
+func (c *respCache) fresh(e *cached, now int64) bool {
+	if e.expires <= now {
+		return false
+	}
+	v := e.ver
+	if v.board == nil || now < e.readAt+c.refresh {
+		return true
+	}
+	return v.board.Load() == v.seen && c.changes.all.Load() == v.seenAll
+}
+
+// version is the change counts of board now, for an entry about to be
+// read (zero without change notices).
+func (c *respCache) version(board string) version {
+	if c.changes == nil {
+		return version{}
+	}
+	return c.changes.version(board)
+}
+
+// put stores a rendered body of route under k, read from readAt (unix ns)
+// when its board's change counts were v, and returns its entry, fresh
+// until now plus the TTL (unix ns) and the end of its period (periodEnd,
+// unix ns of the store's clock; 0: none); entries larger than a shard's
+// share are returned without being kept.
+func (c *respCache) put(k cacheKey, body []byte, readAt, now, periodEnd int64, v version, route *routeMetrics) *cached {
 	tag := etag(body)
 	e := &cached{key: k, body: body, etag: []string{tag}, etagBytes: []byte(tag), length: []string{strconv.Itoa(len(body))},
-		expires: now + int64(c.ttl), periodEnd: periodEnd, route: route}
+		expires: now + int64(c.ttl), periodEnd: periodEnd, route: route, ver: v, readAt: readAt}
 	if e.size() > c.perShard {
 		return e
 	}

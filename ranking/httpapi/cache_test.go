@@ -2,12 +2,15 @@ package httpapi_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -278,3 +281,110 @@ func TestServingEdge(t *testing.T) {
 
 // testPrefixMarker is in every test's key prefix (testenv.Prefix).
 const testPrefixMarker = ":p:"
+
+// TestCacheChanges: with change notices (WithChanges, fed by
+// store.WatchChanges over Redis pub/sub), a cached page whose board
+// changed is read again once it is refresh old, and not before; a notice
+// of another board leaves it cached (the TTL is an hour); a
+// resubscription after the connection is killed counts as a change of
+// every board. The server's clock is the test's.
+func TestCacheChanges(t *testing.T) {
+	const refresh = time.Second
+	var clk atomic.Int64
+	clk.Store(time.Now().UnixNano())
+	advance := func(d time.Duration) { clk.Add(int64(d)) }
+	ch := httpapi.NewChanges()
+	srv, st := fixture(t, httpapi.WithCache(time.Hour, 1<<20), httpapi.WithChanges(ch, refresh),
+		httpapi.WithClock(func() time.Time { return time.Unix(0, clk.Load()) }))
+
+	got := make(chan []string, 16) // every notice, after ch has it
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- st.WatchChanges(ctx, func(boards []string) {
+			ch.Changed(boards)
+			got <- boards
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("WatchChanges: %v", err)
+		}
+	})
+	next := func(want []string) {
+		t.Helper()
+		select {
+		case b := <-got:
+			if !slices.Equal(b, want) {
+				t.Fatalf("notice %q, want %q", b, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no notice %q within 10s", want)
+		}
+	}
+	next(nil) // subscribed: every board may have changed meanwhile
+
+	u := srv.URL + "/v1/boards/tot/top?limit=2"
+	read := func(want string) {
+		t.Helper()
+		if code, _, body := rawGet(t, u); code != 200 || !strings.Contains(body, want) {
+			t.Fatalf("read: %d %s, want %s", code, body, want)
+		}
+	}
+	apply := func(member string, v int64, id string) {
+		t.Helper()
+		if _, err := st.Apply(t.Context(), store.Group([]ranking.Update{
+			{Board: "tot", Member: member, Value: v, Time: now, MsgID: id}})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const (
+		v1 = `"entries":[{"rank":1,"member":"m1","value":7,"raw":7},{"rank":2,"member":"m2","value":3,"raw":3}]`
+		v2 = `"entries":[{"rank":1,"member":"m2","value":13,"raw":13},{"rank":2,"member":"m1","value":7,"raw":7}]`
+		v3 = `"entries":[{"rank":1,"member":"m1","value":107,"raw":107},{"rank":2,"member":"m2","value":13,"raw":13}]`
+		v4 = `"entries":[{"rank":1,"member":"m2","value":1013,"raw":1013},{"rank":2,"member":"m1","value":107,"raw":107}]`
+	)
+	read(v1)
+	apply("m2", 10, "chg-1")
+	read(v1) // no notice: cached
+
+	// another board's notice leaves the page cached, however old
+	if err := st.PublishChanges(t.Context(), []string{"day"}); err != nil {
+		t.Fatal(err)
+	}
+	next([]string{"day"})
+	advance(2 * refresh)
+	read(v1)
+
+	// its own board's notice: read again, the page being over refresh old
+	if err := st.PublishChanges(t.Context(), []string{"day", "tot"}); err != nil {
+		t.Fatal(err)
+	}
+	next([]string{"day", "tot"})
+	read(v2)
+
+	// a notice within refresh of the read waits for refresh
+	apply("m1", 100, "chg-2")
+	if err := st.PublishChanges(t.Context(), []string{"tot"}); err != nil {
+		t.Fatal(err)
+	}
+	next([]string{"tot"})
+	advance(refresh / 2)
+	read(v2)
+	advance(refresh/2 + time.Millisecond)
+	read(v3)
+
+	// the subscription's connection killed: go-redis subscribes again,
+	// and that counts as a notice of every board (those sent meanwhile
+	// are lost)
+	apply("m2", 1000, "chg-3")
+	advance(2 * refresh)
+	read(v3) // no notice: cached
+	rdb := testenv.Redis(t).Client(t)
+	if n, err := rdb.ClientKillByFilter(t.Context(), "TYPE", "pubsub").Result(); err != nil || n < 1 {
+		t.Fatalf("CLIENT KILL TYPE pubsub: %d, %v", n, err)
+	}
+	next(nil)
+	read(v4)
+}

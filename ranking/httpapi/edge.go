@@ -184,11 +184,12 @@ func (s *server) cachedEntry(route string, body func(*http.Request) ([]byte, err
 		if hot {
 			ctx = withHot(ctx)
 		}
+		v, readAt := s.cache.version(r.PathValue("board")), s.clock().UnixNano()
 		b, err := body(r.WithContext(ctx))
 		if err != nil {
 			return nil, err
 		}
-		return s.cache.put(key, b, s.clock().UnixNano(), periodEnd(cur), s.routes[route]), nil
+		return s.cache.put(key, b, readAt, s.clock().UnixNano(), periodEnd(cur), v, s.routes[route]), nil
 	})
 	switch {
 	case led:

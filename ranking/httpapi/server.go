@@ -29,6 +29,8 @@ type config struct {
 	rate       float64
 	cacheTTL   time.Duration
 	cacheBytes int
+	changes    *Changes      // WithChanges; nil: the TTL alone
+	refresh    time.Duration // WithChanges
 	budget     float64
 	reads      int
 	clock      func() time.Time
@@ -141,6 +143,9 @@ func New(st Store, opts ...Option) http.Handler {
 	s.sizes = newSizes(names)
 	if c.cacheTTL > 0 && c.cacheBytes > 0 {
 		s.cache = newRespCache(c.cacheTTL, c.cacheBytes)
+		if c.changes != nil {
+			s.cache.changes, s.cache.refresh = c.changes, int64(c.refresh)
+		}
 	}
 	if c.budget > 0 {
 		s.budget = newBudget(c.budget, c.clock)

@@ -358,8 +358,16 @@ func (s *Store) Switch(ctx context.Context, token string, g int, boards []string
 	if _, err := s.gens(ctx, gensArgs{op: gensOpSwitch, token: token, gen: g, boards: boards}); err != nil {
 		return lockErr("switching generations", err)
 	}
-	_, err := s.Generations(ctx)
-	return err
+	if _, err := s.Generations(ctx); err != nil {
+		return err
+	}
+	// the API servers read the boards again, from the new generation
+	// (WatchChanges drops their generations): a notice lost costs at most
+	// their caches' TTL and genRefresh
+	if err := s.PublishChanges(ctx, nil); err != nil && s.log != nil {
+		s.log.Warn("the switch's change notice was not published", "err", err)
+	}
+	return nil
 }
 
 // PendingDrops returns, per board, the generations left to delete: the
@@ -565,11 +573,9 @@ func globEscape(s string) string {
 	return sb.String()
 }
 
-// Forget drops what the store caches of Redis state (the dims values it
-// registered, the generations and marks it read), so that the next writes
-// and reads go to Redis: the caller found that Redis lost writes.
-func (s *Store) Forget() {
-	s.forgetDims()
+// forgetGens drops the generations read (the next read reads them again)
+// and returns the root store.
+func (s *Store) forgetGens() *Store {
 	root := s
 	if s.root != nil {
 		root = s.root
@@ -577,6 +583,15 @@ func (s *Store) Forget() {
 	root.genMu.Lock()
 	root.genCache, root.genAt = nil, time.Time{}
 	root.genMu.Unlock()
+	return root
+}
+
+// Forget drops what the store caches of Redis state (the dims values it
+// registered, the generations and marks it read), so that the next writes
+// and reads go to Redis: the caller found that Redis lost writes.
+func (s *Store) Forget() {
+	s.forgetDims()
+	root := s.forgetGens()
 	root.markMu.Lock()
 	root.markCache, root.markAt = nil, time.Time{}
 	root.markMu.Unlock()

@@ -116,6 +116,9 @@ type Options struct {
 	// YieldLatency, if set, is rankd's api.yield_latency in every phase
 	// (negative: 0, off); default the config's.
 	YieldLatency time.Duration
+	// CacheRefresh, if set, is rankd's api.cache_refresh in every phase
+	// (negative: 0, off); default the config's.
+	CacheRefresh time.Duration
 	// Skip lists phases not to run (see Phases).
 	Skip []string
 	// CPUProfile, if set, is the file the CPU profile of the rankd drain
@@ -506,6 +509,9 @@ func (e *env) config(group, prefix string) (*config.Config, error) {
 	cfg.HTTP.Listen = "127.0.0.1:0"
 	if t := e.o.YieldLatency; t != 0 {
 		cfg.API.YieldLatency = max(t, 0)
+	}
+	if t := e.o.CacheRefresh; t != 0 {
+		cfg.API.CacheRefresh = max(t, 0)
 	}
 	return cfg, nil
 }

@@ -134,7 +134,8 @@ func (e *env) latency(ctx context.Context, rate float64) (*Latency, error) {
 	l := &Latency{Rate: round(rate, 0), ProducedRate: round(float64(n)/pr.Seconds, 0),
 		Seconds: round(pr.Seconds, 2), Events: n, Markers: pr.Markers, LagAtEnd: behind,
 		ProduceP50Ms: pr.ProduceP50Ms, Redis: res.Redis, API: res.API, CacheTTL: rs.cfg.API.CacheTTL.String(),
-		TrafficCPU: round((cpu1-cpu0).Seconds()/after.at.Sub(before.at).Seconds(), 2)}
+		CacheRefresh: rs.cfg.API.CacheRefresh.String(),
+		TrafficCPU:   round((cpu1-cpu0).Seconds()/after.at.Sub(before.at).Seconds(), 2)}
 	l.CPU = cpu(before, after, n, int64(c1.updates-c0.updates), after.at.Sub(before.at))
 	if b := c1.batches - c0.batches; b > 0 {
 		l.Batches, l.BatchMessages, l.BatchApplyMs = int64(b), round((c1.messages-c0.messages)/b, 0), round(1000*(c1.applySecs-c0.applySecs)/b, 1)

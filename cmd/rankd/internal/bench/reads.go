@@ -35,6 +35,7 @@ type Reads struct {
 	Rate     float64    `json:"ingest_rate"`
 	Seconds  float64    `json:"seconds_each"`
 	CacheTTL string     `json:"cache_ttl"`
+	Refresh  string     `json:"cache_refresh"`
 	Budget   float64    `json:"redis_budget"`
 	Yield    string     `json:"yield_latency"`
 	Runs     []ReadsRun `json:"runs"`
@@ -157,7 +158,7 @@ func (e *env) reads(ctx context.Context) (*Reads, error) {
 	}
 
 	out := &Reads{Clients: e.o.ReadClients, Members: readsMembers, Rate: e.o.ReadRate, Seconds: e.o.ReadDuration.Seconds(),
-		CacheTTL: cfg.API.CacheTTL.String(), Budget: cfg.API.RedisBudget,
+		CacheTTL: cfg.API.CacheTTL.String(), Refresh: cfg.API.CacheRefresh.String(), Budget: cfg.API.RedisBudget,
 		Yield: cfg.API.YieldLatency.String()}
 	top := []string{"/v1/boards/" + readsBoard + "/top?limit=20"}
 	// the mix: 20 requests per client, members spread over the board
@@ -334,8 +335,8 @@ func loadAvg() string {
 
 // Write prints the reads phase's table.
 func (r *Reads) Write(w io.Writer) {
-	fmt.Fprintf(w, "\nreads: %d clients in a child process, a %d-member board, ingestion at %.0f events/s, %.0f s per run, cache TTL %s, budget %g, yield latency %s\n",
-		r.Clients, r.Members, r.Rate, r.Seconds, r.CacheTTL, r.Budget, r.Yield)
+	fmt.Fprintf(w, "\nreads: %d clients in a child process, a %d-member board, ingestion at %.0f events/s, %.0f s per run, cache TTL %s (refresh %s), budget %g, yield latency %s\n",
+		r.Clients, r.Members, r.Rate, r.Seconds, r.CacheTTL, r.Refresh, r.Budget, r.Yield)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "run\tload avg\treads/s\tp50 ms\tp99 ms\t503\terrors\thit\tproduced\tingested\tshare\tlag\tvis p99 redis\tvis p99 api\tpoll p99\tredis\trankd cpu\tloadgen cpu\ttraffic cpu\tbroker cpu\t")
 	for _, x := range r.Runs {

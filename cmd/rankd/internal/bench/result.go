@@ -204,6 +204,9 @@ type Latency struct {
 	// CacheTTL is rankd's api.cache_ttl during the phase: a read of the
 	// API sees the board at most that much (plus one read) late.
 	CacheTTL string `json:"cache_ttl"`
+	// CacheRefresh is rankd's api.cache_refresh: a page of a board that
+	// changed is read again once it is that old (0s: at the TTL).
+	CacheRefresh string `json:"cache_refresh"`
 	// TrafficCPU is the CPU (cores) of the child process that produces
 	// and polls, apart from rankd (traffic.go).
 	TrafficCPU float64 `json:"traffic_cpu"`
@@ -342,7 +345,7 @@ func (r *Result) WriteTable(w io.Writer) {
 		for _, v := range []struct {
 			name string
 			v    Visible
-		}{{"in Redis (ZSCORE)", l.Redis}, {"in the HTTP API (GET member, cache TTL " + l.CacheTTL + ")", l.API}} {
+		}{{"in Redis (ZSCORE)", l.Redis}, {"in the HTTP API (GET member, cache TTL " + l.CacheTTL + ", refresh " + l.CacheRefresh + ")", l.API}} {
 			fmt.Fprintf(w, "  %-44s p50 %.1f ms, p99 %.1f ms, max %.1f ms (a read every %.2f ms; one read p50 %.2f ms, p99 %.2f ms)\n",
 				v.name, v.v.P50Ms, v.v.P99Ms, v.v.MaxMs, v.v.PollMs, v.v.ReadP50Ms, v.v.ReadP99Ms)
 		}
