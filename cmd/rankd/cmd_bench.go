@@ -78,6 +78,7 @@ func benchFlags(fs *pflag.FlagSet, adjust func(*bench.Options)) cli.RunFunc {
 	brokers := fs.String("brokers", "", "comma-separated Kafka `brokers` to use instead of starting one (the topics must not hold messages)")
 	fs.StringVar(&o.Redis, "redis", "", "`host:port` of an empty Redis to use instead of starting redis-server (it is flushed)")
 	fs.IntVar(&o.Partitions, "partitions", 6, "`partitions` per topic")
+	fs.StringToIntVar(&o.TopicPartitions, "topic-partitions", nil, "partitions of some topics, overriding --partitions: like=14,comment=4,gift=2 gives every drained batch the workload's mix (equal counts drain gifts and comments first, likes alone last)")
 	fs.IntVar(&o.Workers, "workers", 3, "rankd's kafka.workers")
 	fs.IntVar(&o.Batch, "batch", 2000, "rankd's kafka.batch.count (and the seed consumer's batch)")
 	fs.DurationVar(&o.Linger, "linger", 20*time.Millisecond, "rankd's kafka.batch.linger")

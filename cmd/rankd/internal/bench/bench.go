@@ -87,6 +87,13 @@ type Options struct {
 	Redis string
 	// Partitions per topic; default 6.
 	Partitions int
+	// TopicPartitions overrides Partitions for some of the workload's
+	// topics (gift, comment, like; their naive copies follow). With
+	// partitions in proportion to the topics' volumes (like=14, comment=4,
+	// gift=2) every drained batch carries the workload's mix, as live
+	// traffic does; with equal counts the small topics run dry first and
+	// the drain ends on likes alone.
+	TopicPartitions map[string]int
 	// Workers, Batch and Linger are rankd's kafka.workers,
 	// kafka.batch.count and kafka.batch.linger; default 3, 2000, 20ms.
 	// Batch is the seed consumer's batch too.
@@ -223,6 +230,10 @@ func (o Options) Validate() error {
 	}
 	check(o.NaiveEvents <= events, "naive events %d: at most the events (%d)", o.NaiveEvents, events)
 	check(o.Partitions >= 0, "partitions %d: want a positive number", o.Partitions)
+	for t, n := range o.TopicPartitions {
+		check(slices.Contains(topics, t), "topic partitions: %q is not a topic of the workload (%s)", t, strings.Join(topics, ", "))
+		check(n > 0, "topic partitions: %s=%d: want a positive number", t, n)
+	}
 	check(o.Workers >= 0 && o.Batch >= 0 && o.Linger >= 0 && o.Producers >= 0, "workers, batch, linger and producers must be positive")
 	check(o.RolloverMembers >= 0, "rollover members %d: want a positive number", o.RolloverMembers)
 	check(o.LatencyDuration >= 0 && o.LatencyRate >= 0 && o.PollInterval >= 0, "latency duration, rate and poll interval must be positive")
@@ -367,17 +378,32 @@ func setup(ctx context.Context, o Options, prog *progress) (_ *env, err error) {
 	all := append(append(append([]string(nil), topics...), naiveTopics()...), consumer.DefaultDeadLetterTopic)
 	if len(o.Brokers) > 0 {
 		e.brokers = o.Brokers
-		if err := prepareTopics(ctx, e.brokers, all, o.Partitions); err != nil {
+		if err := prepareTopics(ctx, e.brokers, all, o.partitionsOf); err != nil {
 			return nil, err
 		}
 	} else {
 		prog.set("starting the broker", nil)
-		b, err := servers.StartBroker(ctx, servers.BrokerOptions{Topics: all, Partitions: o.Partitions})
+		// the broker creates the topics of the common count; the others
+		// are created through the Kafka API with their own
+		var seeded, own []string
+		for _, t := range all {
+			if o.partitionsOf(t) == o.Partitions {
+				seeded = append(seeded, t)
+			} else {
+				own = append(own, t)
+			}
+		}
+		b, err := servers.StartBroker(ctx, servers.BrokerOptions{Topics: seeded, Partitions: o.Partitions})
 		if err != nil {
 			return nil, err
 		}
 		e.closers = append(e.closers, b.Close)
 		e.brokers, e.brokerPID = []string{b.Addr()}, b.PID()
+		if len(own) > 0 {
+			if err := prepareTopics(ctx, e.brokers, own, o.partitionsOf); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if o.Redis != "" {
 		e.redisAddr = o.Redis
@@ -430,7 +456,16 @@ func checkEmptyRedis(ctx context.Context, rdb *redis.Client) error {
 
 // prepareTopics creates the topics on a given cluster, or checks that
 // those that exist are empty.
-func prepareTopics(ctx context.Context, brokers []string, names []string, partitions int) error {
+// partitionsOf is the partition count of a topic of the benchmark (a
+// naive copy has its topic's).
+func (o Options) partitionsOf(topic string) int {
+	if n, ok := o.TopicPartitions[strings.TrimPrefix(topic, naivePrefix)]; ok {
+		return n
+	}
+	return o.Partitions
+}
+
+func prepareTopics(ctx context.Context, brokers []string, names []string, partitions func(topic string) int) error {
 	tr := &kafka.Transport{}
 	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr, Timeout: 30 * time.Second}
@@ -443,7 +478,7 @@ func prepareTopics(ctx context.Context, brokers []string, names []string, partit
 	for _, t := range md.Topics {
 		switch {
 		case errors.Is(t.Error, kafka.UnknownTopicOrPartition):
-			create = append(create, kafka.TopicConfig{Topic: t.Name, NumPartitions: partitions, ReplicationFactor: 1})
+			create = append(create, kafka.TopicConfig{Topic: t.Name, NumPartitions: partitions(t.Name), ReplicationFactor: 1})
 		case t.Error != nil:
 			return fmt.Errorf("topic %s: %w", t.Name, t.Error)
 		case t.Name != consumer.DefaultDeadLetterTopic:
@@ -552,7 +587,7 @@ func (e *env) machine(ctx context.Context) Machine {
 
 func (e *env) settings() Settings {
 	o := e.o
-	return Settings{Events: o.Events, NaiveEvents: o.NaiveEvents, Seed: o.Seed, Partitions: o.Partitions,
+	return Settings{Events: o.Events, NaiveEvents: o.NaiveEvents, Seed: o.Seed, Partitions: o.Partitions, TopicPartitions: o.TopicPartitions,
 		Workers: o.Workers, Batch: o.Batch, Linger: o.Linger.String(), RolloverMembers: o.RolloverMembers,
 		LatencyDuration: o.LatencyDuration.String(), Skipped: o.Skip}
 }

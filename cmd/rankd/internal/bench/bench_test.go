@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/rankd/rankd/internal/servers"
 	"github.com/rankd/rankd/internal/testenv"
@@ -86,6 +87,9 @@ func TestValidate(t *testing.T) {
 		{Options{Skip: []string{PhaseRankd}}, "the memory phase measures what the rankd drain leaves"},
 		{Options{Skip: []string{PhaseRankd, PhaseMemory}}, ""},
 		{Options{Events: -1}, "events -1"},
+		{Options{TopicPartitions: map[string]int{"like": 14, "gift": 2}}, ""},
+		{Options{TopicPartitions: map[string]int{"likes": 14}}, `topic partitions: "likes" is not a topic of the workload`},
+		{Options{TopicPartitions: map[string]int{"gift": 0}}, "topic partitions: gift=0: want a positive number"},
 	} {
 		err := tt.o.Validate()
 		if (err == nil) != (tt.want == "") || (err != nil && !strings.Contains(err.Error(), tt.want)) {
@@ -120,6 +124,48 @@ func TestRolloverPhase(t *testing.T) {
 		}
 		if got := strings.Contains(out.String(), "Redis waited"); got != measured {
 			t.Errorf("given Redis %v: report says how long Redis waited: %v, want %v\n%s", given, got, measured, out.String())
+		}
+	}
+}
+
+// TestTopicPartitions drains with topics of their own partition counts
+// (--topic-partitions), on a given broker, whose topics it creates with
+// those counts, and on a broker child, which seeds only the others.
+func TestTopicPartitions(t *testing.T) {
+	b, err := servers.StartBroker(t.Context(), servers.BrokerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	r := startRedis(t)
+	skip := []string{PhaseNaive, PhaseSeed, PhaseMemory, PhaseReplay, PhaseLatency, PhaseRollover, PhaseCost, PhaseReads}
+	for _, given := range []bool{true, false} {
+		var out bytes.Buffer
+		o := Options{Events: 3000, NaiveEvents: 300, Partitions: 2, TopicPartitions: map[string]int{"like": 5, "gift": 1},
+			Redis: r.Addr(), Stdout: &out, Stderr: &out, Skip: skip}
+		if given {
+			o.Brokers = []string{b.Addr()}
+		}
+		res, err := Run(t.Context(), o)
+		if err != nil {
+			t.Fatalf("given broker %v: %v\n%s", given, err, out.String())
+		}
+		if res.Drain.Rankd == nil || res.Drain.Rankd.Events != 3000 || res.Drain.Rankd.Updates == 0 {
+			t.Fatalf("given broker %v: rankd drain %+v", given, res.Drain.Rankd)
+		}
+		if !strings.Contains(out.String(), "partitions: gift 1, like 5, 2 for the others") {
+			t.Errorf("given broker %v: table:\n%s", given, out.String())
+		}
+	}
+	md, err := (&kafka.Client{Addr: kafka.TCP(b.Addr())}).Metadata(t.Context(), &kafka.MetadataRequest{
+		Topics: []string{"like", "gift", "comment", naivePrefix + "like", naivePrefix + "gift"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"like": 5, "gift": 1, "comment": 2, naivePrefix + "like": 5, naivePrefix + "gift": 1}
+	for _, tp := range md.Topics {
+		if tp.Error != nil || len(tp.Partitions) != want[tp.Name] {
+			t.Errorf("topic %s: %d partitions (%v), want %d", tp.Name, len(tp.Partitions), tp.Error, want[tp.Name])
 		}
 	}
 }

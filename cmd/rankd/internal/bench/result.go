@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -42,16 +45,18 @@ type Machine struct {
 
 // Settings are the options of the run.
 type Settings struct {
-	Events          int      `json:"events"`
-	NaiveEvents     int      `json:"naive_events"`
-	Seed            int64    `json:"seed"`
-	Partitions      int      `json:"partitions"`
-	Workers         int      `json:"workers"`
-	Batch           int      `json:"batch"`
-	Linger          string   `json:"linger"`
-	RolloverMembers int      `json:"rollover_members"`
-	LatencyDuration string   `json:"latency_duration"`
-	Skipped         []string `json:"skipped,omitempty"`
+	Events      int   `json:"events"`
+	NaiveEvents int   `json:"naive_events"`
+	Seed        int64 `json:"seed"`
+	Partitions  int   `json:"partitions"`
+	// TopicPartitions: the topics given their own partition count.
+	TopicPartitions map[string]int `json:"topic_partitions,omitempty"`
+	Workers         int            `json:"workers"`
+	Batch           int            `json:"batch"`
+	Linger          string         `json:"linger"`
+	RolloverMembers int            `json:"rollover_members"`
+	LatencyDuration string         `json:"latency_duration"`
+	Skipped         []string       `json:"skipped,omitempty"`
 }
 
 // Preload is the writing of the events to the broker.
@@ -288,8 +293,16 @@ func (r *Result) WriteTable(w io.Writer) {
 	m, s := r.Machine, r.Settings
 	fmt.Fprintf(w, "rankd bench: %d events (seed %d), %d CPUs (GOMAXPROCS %d), %s, Redis %s; broker: %s; redis: %s; load at start %s; CPU steal over the run %s\n",
 		s.Events, s.Seed, m.CPUs, m.GOMAXPROCS, m.Go, m.RedisVersion, m.Broker, m.Redis, m.LoadAvg, pct(m.StealPct))
-	fmt.Fprintf(w, "preload: %d events in %.2fs (%.0f/s); rankd: %d workers, batches of %d, linger %s; %d partitions per topic\n\n",
-		r.Preload.Events, r.Preload.Seconds, r.Preload.EventsPerSec, s.Workers, s.Batch, s.Linger, s.Partitions)
+	parts := fmt.Sprintf("%d partitions per topic", s.Partitions)
+	if len(s.TopicPartitions) > 0 {
+		var own []string
+		for _, t := range slices.Sorted(maps.Keys(s.TopicPartitions)) {
+			own = append(own, fmt.Sprintf("%s %d", t, s.TopicPartitions[t]))
+		}
+		parts = fmt.Sprintf("partitions: %s, %d for the others", strings.Join(own, ", "), s.Partitions)
+	}
+	fmt.Fprintf(w, "preload: %d events in %.2fs (%.0f/s); rankd: %d workers, batches of %d, linger %s; %s\n\n",
+		r.Preload.Events, r.Preload.Seconds, r.Preload.EventsPerSec, s.Workers, s.Batch, s.Linger, parts)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "drain\tevents\tupdates\tseconds\tevents/s\tvs rankd\tRedis busy\tRedis µs/event\tRedis µs/update\trankd µs/event\tbroker µs/event\t")
