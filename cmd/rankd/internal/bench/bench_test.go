@@ -27,16 +27,22 @@ func startRedis(t *testing.T) *servers.Redis {
 	return r
 }
 
-// TestGivenServers runs the naive and seed drains against a given broker
-// and Redis (--brokers, --redis): the Redis is left empty; a second run on
-// the same broker is refused, and so is a Redis holding keys.
-func TestGivenServers(t *testing.T) {
+// startServers starts a broker child and a redis-server child for a test.
+func startServers(t *testing.T) (*servers.Broker, *servers.Redis) {
+	t.Helper()
 	b, err := servers.StartBroker(t.Context(), servers.BrokerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
-	r := startRedis(t)
+	t.Cleanup(b.Close)
+	return b, startRedis(t)
+}
+
+// TestGivenServers runs the naive and seed drains against a given broker
+// and Redis (--brokers, --redis): the Redis is left empty; a second run on
+// the same broker is refused, and so is a Redis holding keys.
+func TestGivenServers(t *testing.T) {
+	b, r := startServers(t)
 	var out bytes.Buffer
 	o := Options{Events: 3000, NaiveEvents: 300, Brokers: []string{b.Addr()}, Redis: r.Addr(), Stdout: &out, Stderr: &out,
 		Skip: []string{PhaseRankd, PhaseMemory, PhaseReplay, PhaseLatency, PhaseRollover, PhaseReads}}
@@ -132,12 +138,7 @@ func TestRolloverPhase(t *testing.T) {
 // (--topic-partitions), on a given broker, whose topics it creates with
 // those counts, and on a broker child, which seeds only the others.
 func TestTopicPartitions(t *testing.T) {
-	b, err := servers.StartBroker(t.Context(), servers.BrokerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	r := startRedis(t)
+	b, r := startServers(t)
 	skip := []string{PhaseNaive, PhaseSeed, PhaseMemory, PhaseReplay, PhaseLatency, PhaseRollover, PhaseCost, PhaseReads}
 	for _, given := range []bool{true, false} {
 		var out bytes.Buffer
