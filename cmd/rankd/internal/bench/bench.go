@@ -378,32 +378,18 @@ func setup(ctx context.Context, o Options, prog *progress) (_ *env, err error) {
 	all := append(append(append([]string(nil), topics...), naiveTopics()...), consumer.DefaultDeadLetterTopic)
 	if len(o.Brokers) > 0 {
 		e.brokers = o.Brokers
-		if err := prepareTopics(ctx, e.brokers, all, o.partitionsOf); err != nil {
-			return nil, err
-		}
 	} else {
 		prog.set("starting the broker", nil)
-		// the broker creates the topics of the common count; the others
-		// are created through the Kafka API with their own
-		var seeded, own []string
-		for _, t := range all {
-			if o.partitionsOf(t) == o.Partitions {
-				seeded = append(seeded, t)
-			} else {
-				own = append(own, t)
-			}
-		}
-		b, err := servers.StartBroker(ctx, servers.BrokerOptions{Topics: seeded, Partitions: o.Partitions})
+		b, err := servers.StartBroker(ctx, servers.BrokerOptions{Partitions: o.Partitions})
 		if err != nil {
 			return nil, err
 		}
 		e.closers = append(e.closers, b.Close)
 		e.brokers, e.brokerPID = []string{b.Addr()}, b.PID()
-		if len(own) > 0 {
-			if err := prepareTopics(ctx, e.brokers, own, o.partitionsOf); err != nil {
-				return nil, err
-			}
-		}
+	}
+	// the topics, each with its partition count, as on a given cluster
+	if err := prepareTopics(ctx, e.brokers, all, o.partitionsOf); err != nil {
+		return nil, err
 	}
 	if o.Redis != "" {
 		e.redisAddr = o.Redis
@@ -454,8 +440,6 @@ func checkEmptyRedis(ctx context.Context, rdb *redis.Client) error {
 	return nil
 }
 
-// prepareTopics creates the topics on a given cluster, or checks that
-// those that exist are empty.
 // partitionsOf is the partition count of a topic of the benchmark (a
 // naive copy has its topic's).
 func (o Options) partitionsOf(topic string) int {
@@ -465,6 +449,8 @@ func (o Options) partitionsOf(topic string) int {
 	return o.Partitions
 }
 
+// prepareTopics creates the topics with partitions(topic) partitions, or
+// checks that those that exist are empty.
 func prepareTopics(ctx context.Context, brokers []string, names []string, partitions func(topic string) int) error {
 	tr := &kafka.Transport{}
 	defer tr.CloseIdleConnections()

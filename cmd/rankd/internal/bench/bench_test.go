@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -135,8 +136,8 @@ func TestRolloverPhase(t *testing.T) {
 }
 
 // TestTopicPartitions drains with topics of their own partition counts
-// (--topic-partitions), on a given broker, whose topics it creates with
-// those counts, and on a broker child, which seeds only the others.
+// (--topic-partitions), on a given broker and on a broker child: the
+// broker reports those counts, for the naive copies too.
 func TestTopicPartitions(t *testing.T) {
 	b, r := startServers(t)
 	skip := []string{PhaseNaive, PhaseSeed, PhaseMemory, PhaseReplay, PhaseLatency, PhaseRollover, PhaseCost, PhaseReads}
@@ -154,7 +155,10 @@ func TestTopicPartitions(t *testing.T) {
 		if res.Drain.Rankd == nil || res.Drain.Rankd.Events != 3000 || res.Drain.Rankd.Updates == 0 {
 			t.Fatalf("given broker %v: rankd drain %+v", given, res.Drain.Rankd)
 		}
-		if !strings.Contains(out.String(), "partitions: gift 1, like 5, 2 for the others") {
+		if got := fmt.Sprint(res.Preload.Partitions); got != "map[comment:2 gift:1 like:5]" {
+			t.Errorf("given broker %v: the broker's partitions %s, want comment 2, gift 1, like 5", given, got)
+		}
+		if !strings.Contains(out.String(), "partitions: comment 2, gift 1, like 5\n") {
 			t.Errorf("given broker %v: table:\n%s", given, out.String())
 		}
 	}

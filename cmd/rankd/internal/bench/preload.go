@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -58,8 +59,10 @@ func (e *env) preload(ctx context.Context) (Preload, error) {
 		return p, err
 	}
 	var sum int64
-	for _, n := range ends {
+	p.Partitions = map[string]int{}
+	for tp, n := range ends {
 		sum += n
+		p.Partitions[tp[:strings.LastIndexByte(tp, '/')]]++
 	}
 	if sum != int64(e.o.Events) {
 		return p, fmt.Errorf("the topics hold %d messages after the preload, want %d", sum, e.o.Events)

@@ -66,6 +66,8 @@ type Preload struct {
 	EventsPerSec float64 `json:"events_per_sec"`
 	From         string  `json:"event_times_from"`
 	Span         string  `json:"event_times_span"`
+	// Partitions of each topic, as the broker reported them.
+	Partitions map[string]int `json:"partitions"`
 }
 
 // Drains are the three drains of the preloaded events and their ratios.
@@ -293,16 +295,12 @@ func (r *Result) WriteTable(w io.Writer) {
 	m, s := r.Machine, r.Settings
 	fmt.Fprintf(w, "rankd bench: %d events (seed %d), %d CPUs (GOMAXPROCS %d), %s, Redis %s; broker: %s; redis: %s; load at start %s; CPU steal over the run %s\n",
 		s.Events, s.Seed, m.CPUs, m.GOMAXPROCS, m.Go, m.RedisVersion, m.Broker, m.Redis, m.LoadAvg, pct(m.StealPct))
-	parts := fmt.Sprintf("%d partitions per topic", s.Partitions)
-	if len(s.TopicPartitions) > 0 {
-		var own []string
-		for _, t := range slices.Sorted(maps.Keys(s.TopicPartitions)) {
-			own = append(own, fmt.Sprintf("%s %d", t, s.TopicPartitions[t]))
-		}
-		parts = fmt.Sprintf("partitions: %s, %d for the others", strings.Join(own, ", "), s.Partitions)
+	var parts []string
+	for _, t := range slices.Sorted(maps.Keys(r.Preload.Partitions)) {
+		parts = append(parts, fmt.Sprintf("%s %d", t, r.Preload.Partitions[t]))
 	}
-	fmt.Fprintf(w, "preload: %d events in %.2fs (%.0f/s); rankd: %d workers, batches of %d, linger %s; %s\n\n",
-		r.Preload.Events, r.Preload.Seconds, r.Preload.EventsPerSec, s.Workers, s.Batch, s.Linger, parts)
+	fmt.Fprintf(w, "preload: %d events in %.2fs (%.0f/s); rankd: %d workers, batches of %d, linger %s; partitions: %s\n\n",
+		r.Preload.Events, r.Preload.Seconds, r.Preload.EventsPerSec, s.Workers, s.Batch, s.Linger, strings.Join(parts, ", "))
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "drain\tevents\tupdates\tseconds\tevents/s\tvs rankd\tRedis busy\tRedis µs/event\tRedis µs/update\trankd µs/event\tbroker µs/event\t")
