@@ -82,7 +82,8 @@ func TestEndToEnd(t *testing.T) {
 	if notRunning.Ready() {
 		t.Error("a consumer that never ran is ready")
 	}
-	r := f.start(f.consumerConfig(), f.sink())
+	sink := f.sink()
+	r := f.start(f.consumerConfig(), sink)
 	f.Produce(w, viaGo[1300:])
 	for _, topic := range world.SchemaTopics {
 		var part []world.Msg
@@ -148,7 +149,13 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("rankd_consumer_lag_messages has %d series, want 9 (3 topics x 3 partitions)", partitions)
 	}
 
-	// every notice the sink published is delivered before this one
+	// the sink publishes its notices off the apply path: once it has
+	// published them all, each is delivered before this one
+	for deadline := time.Now().Add(10 * time.Second); !sink.noticesPublished(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("change notices still being published 10s after the consumer stopped")
+		}
+	}
 	if err := f.Store.PublishChanges(t.Context(), []string{"~end"}); err != nil {
 		t.Fatal(err)
 	}

@@ -55,6 +55,8 @@ type RankingSink struct {
 
 	scratch sync.Pool // *planScratch of batches done
 
+	notices notices // change notices waiting for their PUBLISH (notice)
+
 	mu        sync.Mutex
 	stream    map[partitionKey]streamPos // position after the last applied batch (or where Assigned started it)
 	rewinding map[partitionKey]rewind    // partitions re-applying what Redis lost
@@ -604,7 +606,7 @@ func (s *RankingSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLe
 		s.m.sinkUpdates.WithLabelValues(board).Add(float64(n))
 		s.nApplied.Add(int64(n))
 	}
-	s.notice(ctx, applied)
+	s.notice(applied)
 	return dead, nil
 }
 
@@ -614,21 +616,75 @@ type changePublisher interface {
 	PublishChanges(ctx context.Context, boards []string) error
 }
 
-// notice publishes the boards a live batch changed (a replay's writes are
-// not served until its switch, which notices every board). A notice is a
-// hint: when it fails, the batch stays applied and the caches serve the
-// boards until their TTL.
-func (s *RankingSink) notice(ctx context.Context, applied map[string]int) {
+// notice hands the boards a live batch changed to the notice publisher
+// (a replay's writes are not served until its switch, which notices every
+// board). A notice is a hint, so it never holds up the batch's commit: it
+// is published off the apply path, and when it fails the batch stays
+// applied and the caches serve the boards until their TTL.
+func (s *RankingSink) notice(applied map[string]int) {
 	pub, ok := s.store.(changePublisher)
 	if !ok || s.replay || len(applied) == 0 {
 		return
 	}
-	boards := make([]string, 0, len(applied))
+	n := &s.notices
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.pending == nil {
+		n.pending = map[string]bool{}
+	}
 	for b := range applied {
-		boards = append(boards, b)
+		n.pending[b] = true
 	}
-	if err := pub.PublishChanges(ctx, boards); err != nil {
-		s.m.noticeErrors.Inc()
-		s.log.Debug("change notice not published", "boards", len(boards), "err", err)
+	if !n.running {
+		n.running = true
+		go s.publishNotices(pub)
 	}
+}
+
+// noticeTimeout bounds one PUBLISH of change notices; a Redis that does not
+// answer within it costs those notices (counted), never the apply path.
+const noticeTimeout = 2 * time.Second
+
+// notices are the boards changed by applied batches whose notice is not
+// published yet. At most one goroutine publishes them (running), one
+// PUBLISH at a time, each naming every board changed since the last: while
+// a PUBLISH waits for Redis, later batches' boards gather into the next.
+type notices struct {
+	mu      sync.Mutex
+	pending map[string]bool
+	running bool
+}
+
+// publishNotices publishes the pending notices until none are left.
+func (s *RankingSink) publishNotices(pub changePublisher) {
+	n := &s.notices
+	for {
+		n.mu.Lock()
+		if len(n.pending) == 0 {
+			n.running = false
+			n.mu.Unlock()
+			return
+		}
+		boards := make([]string, 0, len(n.pending))
+		for b := range n.pending {
+			boards = append(boards, b)
+		}
+		clear(n.pending)
+		n.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), noticeTimeout)
+		err := pub.PublishChanges(ctx, boards)
+		cancel()
+		if err != nil {
+			s.m.noticeErrors.Inc()
+			s.log.Debug("change notice not published", "boards", len(boards), "err", err)
+		}
+	}
+}
+
+// noticesPublished reports whether every change notice handed to the
+// publisher has been published (or has failed).
+func (s *RankingSink) noticesPublished() bool {
+	s.notices.mu.Lock()
+	defer s.notices.mu.Unlock()
+	return !s.notices.running
 }
