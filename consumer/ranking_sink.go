@@ -54,6 +54,7 @@ type RankingSink struct {
 	decider atomic.Pointer[Decider] // a replay deciding which messages are new (Decide)
 
 	scratch sync.Pool // *planScratch of batches done
+	sorted  sync.Pool // *[]kafka.Message: byPartition's copies of batches done
 
 	notices notices // change notices waiting for their PUBLISH (notice)
 
@@ -505,6 +506,10 @@ func reasonOf(err error) string {
 // store.Store.ApplyFrom: when Redis holds other positions than the batch
 // starts from, it returns a *RepositionError (see reposition).
 func (s *RankingSink) Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLetter, error) {
+	if sorted := s.byPartition(msgs); sorted != nil {
+		defer func() { clear(*sorted); s.sorted.Put(sorted) }()
+		msgs = *sorted
+	}
 	start, err := s.streamStart(ctx, msgs)
 	if err != nil {
 		s.m.redisErrors.Inc()
@@ -687,4 +692,32 @@ func (s *RankingSink) noticesPublished() bool {
 	s.notices.mu.Lock()
 	defer s.notices.mu.Unlock()
 	return !s.notices.running
+}
+
+// byPartition returns a copy of msgs with the messages of each partition
+// together (topic, then partition), each partition's in their order, or
+// nil when they already are. A worker's batch interleaves its partitions'
+// fetches; the store cuts a batch into calls in event order, and a call
+// pays its reads and writes per stream it touches, so a call of one
+// topic's events touches few streams (one board of likes) where a call of
+// the mix touches every board's. Any such order is one the fetches could
+// have delivered (only a partition's own order is given), so verdicts are
+// those of some delivery, as before.
+func (s *RankingSink) byPartition(msgs []kafka.Message) *[]kafka.Message {
+	cmp := func(a, b kafka.Message) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return a.Partition - b.Partition
+	}
+	if slices.IsSortedFunc(msgs, cmp) {
+		return nil
+	}
+	out, _ := s.sorted.Get().(*[]kafka.Message)
+	if out == nil {
+		out = new([]kafka.Message)
+	}
+	*out = append((*out)[:0], msgs...)
+	slices.SortStableFunc(*out, cmp)
+	return out
 }
