@@ -19,14 +19,18 @@ import (
 // stopped (a halt) at any time: every message carries the epoch of the
 // reader that fetched it, and messages of an older epoch are dropped.
 type feed struct {
-	ctx  context.Context // the generation's
-	cfg  Config
-	log  *slog.Logger
-	ch   chan fed
-	rest fed // the part of a chunk that did not fit in the last batch
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	part map[partitionKey]*feedPart
+	ctx context.Context // the generation's
+	cfg Config
+	log *slog.Logger
+	ch  chan fed
+	// queued is the messages of the chunks in ch (send adds them, got
+	// takes them off): what waits for the worker, in messages, whatever
+	// the chunks' sizes
+	queued atomic.Int64
+	rest   fed // the part of a chunk that did not fit in the last batch
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	part   map[partitionKey]*feedPart
 }
 
 type feedPart struct {
@@ -152,10 +156,18 @@ func (f *feed) read(ctx context.Context, k partitionKey, offset int64, p *feedPa
 
 // send puts m in the channel, unless ctx ends first.
 func (f *feed) send(ctx context.Context, m fed) bool {
+	f.queued.Add(int64(len(m.msgs)))
 	select {
 	case f.ch <- m:
 		return true
 	case <-ctx.Done():
+		f.queued.Add(-int64(len(m.msgs)))
 		return false
 	}
+}
+
+// got notes that the worker took m from the channel, and returns it.
+func (f *feed) got(m fed) fed {
+	f.queued.Add(-int64(len(m.msgs)))
+	return m
 }

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -150,5 +151,45 @@ func TestApplying(t *testing.T) {
 	set(time.Hour, time.Hour, 9)
 	if !c.Applying() {
 		t.Fatal("with the lag check disabled, Applying() must be true")
+	}
+}
+
+// TestBehindCountsMessages checks that the queue half full is counted in
+// messages: small chunks waiting (a worker keeping up with a trickle of
+// fetches) are not behind, half the queue's messages are, and so is a
+// full batch.
+func TestBehindCountsMessages(t *testing.T) {
+	cfg := Config{QueueCapacity: 1000}
+	f := newFeed(t.Context(), cfg, slog.New(slog.DiscardHandler))
+	b := &batch{maxCount: 200, maxBytes: 1 << 20}
+	b.add(kafka.Message{Value: []byte("x")})
+	chunk := func(n int) fed { return fed{msgs: make([]kafka.Message, n)} }
+	if !f.send(t.Context(), chunk(10)) || !f.send(t.Context(), chunk(10)) {
+		t.Fatal("send failed")
+	}
+	if behind(cfg, f, b) {
+		t.Errorf("behind with 2 chunks of 10 messages waiting (queue 1000), want not")
+	}
+	if !f.send(t.Context(), chunk(480)) {
+		t.Fatal("send failed")
+	}
+	if !behind(cfg, f, b) {
+		t.Errorf("not behind with 500 of 1000 messages waiting, want behind")
+	}
+	f.got(<-f.ch)
+	if behind(cfg, f, b) {
+		t.Errorf("behind with 490 messages waiting once a chunk of 10 was taken, want not")
+	}
+	for len(f.ch) > 0 {
+		f.got(<-f.ch)
+	}
+	if got := f.queued.Load(); got != 0 {
+		t.Errorf("queued = %d with the channel empty, want 0", got)
+	}
+	for !b.full() {
+		b.add(kafka.Message{Value: []byte("x")})
+	}
+	if !behind(cfg, f, b) {
+		t.Errorf("not behind with a full batch, want behind")
 	}
 }

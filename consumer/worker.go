@@ -212,7 +212,7 @@ func (w *worker) generation(ctx, gctx, hard context.Context, gen *kafka.Generati
 		}
 		woke := w.fill(lctx, f, b, recheck.C)
 		if len(b.msgs) > 0 {
-			w.behind.Store(b.full() || len(f.ch) >= cap(f.ch)/2)
+			w.behind.Store(behind(w.cfg, f, b))
 			if err := w.process(lctx, hard, gen, f, b); err != nil {
 				return err
 			}
@@ -383,7 +383,7 @@ func (w *worker) fill(ctx context.Context, f *feed, b *batch, wake <-chan time.T
 	for len(b.msgs) == 0 {
 		select {
 		case m := <-f.ch:
-			w.take(f, b, m)
+			w.take(f, b, f.got(m))
 		case <-wake:
 			return true
 		case <-ctx.Done():
@@ -398,7 +398,7 @@ func (w *worker) fill(ctx context.Context, f *feed, b *batch, wake <-chan time.T
 	for !b.full() {
 		select {
 		case m := <-f.ch:
-			w.take(f, b, m)
+			w.take(f, b, f.got(m))
 		case <-linger.C:
 			return false
 		case <-ctx.Done():
@@ -440,6 +440,15 @@ func (w *worker) take(f *feed, b *batch, m fed) {
 		w.topics[m.k.topic] = c
 	}
 	c.Add(float64(n))
+}
+
+// behind tells whether a worker that fetched batch b is behind: the batch
+// is full, or half the queue's messages wait in the feed. The queue is
+// counted in messages, not in the chunks the channel holds (up to
+// feedChunk each): a worker keeping up with a trickle of small fetches
+// often has one chunk waiting, and that is not half its queue.
+func behind(cfg Config, f *feed, b *batch) bool {
+	return b.full() || f.queued.Load() >= int64(cfg.QueueCapacity/2)
 }
 
 // truncated is the reason a partition halts when Kafka no longer holds the
