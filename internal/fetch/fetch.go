@@ -45,7 +45,14 @@ type Partition struct {
 	partition int
 	offset    int64 // of the next message; kafka.FirstOffset or LastOffset until resolved
 	conn      *kafka.Conn
+	// last is the messages the last Fetch handed over: a chunk starts with
+	// room for about as many, so that a partition keeping up, whose
+	// fetches bring a few messages, does not allocate a whole chunk each
+	last int
 }
+
+// minChunk is the least room a chunk starts with.
+const minChunk = 16
 
 // New returns a Partition that reads topic/partition from offset (or
 // kafka.FirstOffset / kafka.LastOffset). It connects on the first Fetch.
@@ -123,6 +130,8 @@ func (p *Partition) Fetch(ctx context.Context, n int, each func([]kafka.Message)
 	}
 	batch := conn.ReadBatchWith(kafka.ReadBatchConfig{MinBytes: p.cfg.MinBytes, MaxBytes: p.cfg.MaxBytes, MaxWait: p.cfg.MaxWait})
 	n = max(n, 1)
+	room := min(n, max(p.last, minChunk))
+	p.last = 0
 	var chunk []kafka.Message
 	stopped := false
 	hand := func() {
@@ -147,9 +156,10 @@ func (p *Partition) Fetch(ctx context.Context, n int, each func([]kafka.Message)
 			continue // a record batch fetched from its middle
 		}
 		if chunk == nil {
-			chunk = make([]kafka.Message, 0, n)
+			chunk = make([]kafka.Message, 0, room)
 		}
 		chunk = append(chunk, m)
+		p.last++
 		if len(chunk) == n {
 			hand()
 		}
