@@ -151,11 +151,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// the sink publishes its notices off the apply path: once it has
 	// published them all, each is delivered before this one
-	for deadline := time.Now().Add(10 * time.Second); !sink.noticesPublished(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("change notices still being published 10s after the consumer stopped")
-		}
-	}
+	waitNoticesPublished(t, sink)
 	if err := f.Store.PublishChanges(t.Context(), []string{"~end"}); err != nil {
 		t.Fatal(err)
 	}

@@ -23,9 +23,9 @@ type feed struct {
 	cfg Config
 	log *slog.Logger
 	ch  chan fed
-	// queued is the messages of the chunks in ch (send adds them, got
-	// takes them off): what waits for the worker, in messages, whatever
-	// the chunks' sizes
+	// queued is the messages fetched and not yet taken by the worker: in
+	// ch, or in a send waiting for room (send adds them, got takes them
+	// off), in messages whatever the chunks' sizes
 	queued atomic.Int64
 	rest   fed // the part of a chunk that did not fit in the last batch
 	wg     sync.WaitGroup

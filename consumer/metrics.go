@@ -96,7 +96,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		redisErrors: counter("sink", "redis_errors_total",
 			"Failed attempts to apply a batch to Redis (Redis unreachable, timing out or refusing; the batch is retried, offsets do not move)."),
 		noticeErrors: counter("sink", "change_notice_errors_total",
-			"Change notices (the boards that applied batches changed, for the API servers' caches; published off the apply path, one for every batch applied while the previous was being sent) that could not be published; those caches serve the boards' pages until their TTL."),
+			"Change notices (the boards that applied batches changed, for the API servers' caches; published off the apply path, each PUBLISH naming every board changed since the previous one) that could not be published; those caches serve the boards' pages until their TTL."),
 		behind: register(reg, &errs, prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "rankd", Subsystem: "sink", Name: "partitions_behind",
 			Help: "Partitions this process does not apply because it cannot apply them exactly (Redis lost everything it knew of them, or Kafka no longer holds the messages to re-apply); they resume after rankd replay."})),

@@ -97,11 +97,7 @@ func TestNoticesOffApplyPath(t *testing.T) {
 		t.Fatalf("boards updated: %q by the first batch, %q by the others; want some by each", first, rest)
 	}
 	close(held.release)
-	for deadline := time.Now().Add(10 * time.Second); !sink.noticesPublished(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("change notices still being published 10 s after their PUBLISH was let go")
-		}
-	}
+	waitNoticesPublished(t, sink)
 	held.mu.Lock()
 	defer held.mu.Unlock()
 	if want := [][]string{first, rest}; !slices.EqualFunc(held.boards, want, slices.Equal[[]string]) {
@@ -109,5 +105,22 @@ func TestNoticesOffApplyPath(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(m.noticeErrors); n != 0 {
 		t.Errorf("rankd_sink_change_notice_errors_total = %v, want 0", n)
+	}
+}
+
+// waitNoticesPublished waits until sink's notice publisher has published
+// (or failed) every notice handed to it, or fails the test after 10 s.
+func waitNoticesPublished(t *testing.T, sink *RankingSink) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		sink.notices.mu.Lock()
+		running := sink.notices.running
+		sink.notices.mu.Unlock()
+		if !running {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("change notices still being published after 10 s")
+		}
 	}
 }

@@ -686,14 +686,6 @@ func (s *RankingSink) publishNotices(pub changePublisher) {
 	}
 }
 
-// noticesPublished reports whether every change notice handed to the
-// publisher has been published (or has failed).
-func (s *RankingSink) noticesPublished() bool {
-	s.notices.mu.Lock()
-	defer s.notices.mu.Unlock()
-	return !s.notices.running
-}
-
 // byPartition returns a copy of msgs with the messages of each partition
 // together (topic, then partition), each partition's in their order, or
 // nil when they already are. A worker's batch interleaves its partitions'
