@@ -38,3 +38,29 @@ func TestByPartition(t *testing.T) {
 		t.Errorf("a grouped batch was copied again")
 	}
 }
+
+// BenchmarkByPartition groups a 2,000-message batch that interleaves 18
+// partitions in chunks of 12 (a live worker's batch).
+func BenchmarkByPartition(b *testing.B) {
+	var s RankingSink
+	var msgs []kafka.Message
+	off := map[string]int64{}
+	for len(msgs) < 2000 {
+		for _, topic := range []string{"like", "comment", "gift"} {
+			for p := 0; p < 6; p++ {
+				k := fmt.Sprint(topic, p)
+				for range 12 {
+					msgs = append(msgs, kafka.Message{Topic: topic, Partition: p, Offset: off[k], Value: make([]byte, 100)})
+					off[k]++
+				}
+			}
+		}
+	}
+	msgs = msgs[:2000]
+	b.ReportAllocs()
+	for b.Loop() {
+		out := s.byPartition(msgs)
+		clear(*out)
+		s.sorted.Put(out)
+	}
+}

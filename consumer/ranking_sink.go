@@ -696,20 +696,68 @@ func (s *RankingSink) publishNotices(pub changePublisher) {
 // have delivered (only a partition's own order is given), so verdicts are
 // those of some delivery, as before.
 func (s *RankingSink) byPartition(msgs []kafka.Message) *[]kafka.Message {
-	cmp := func(a, b kafka.Message) int {
-		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+	cmp := func(a, b partitionKey) int {
+		if c := strings.Compare(a.topic, b.topic); c != 0 {
 			return c
 		}
-		return a.Partition - b.Partition
+		return a.partition - b.partition
 	}
-	if slices.IsSortedFunc(msgs, cmp) {
+	// the batch's partitions and their message counts (a batch holds a
+	// worker's few partitions: a linear search beats a map)
+	type part struct {
+		k     partitionKey
+		n, at int
+	}
+	var buf [32]part
+	parts := buf[:0]
+	sorted, last := true, -1
+	for i := range msgs {
+		k := partitionKey{msgs[i].Topic, msgs[i].Partition}
+		j := -1
+		if last >= 0 && parts[last].k == k {
+			j = last
+		} else {
+			for x := range parts {
+				if parts[x].k == k {
+					j = x
+					break
+				}
+			}
+			if j < 0 {
+				parts = append(parts, part{k: k})
+				j = len(parts) - 1
+			}
+			if last >= 0 && cmp(parts[last].k, k) > 0 || j < len(parts)-1 {
+				sorted = false // back to a partition seen before, or an earlier one
+			}
+		}
+		parts[j].n++
+		last = j
+	}
+	if sorted {
 		return nil
+	}
+	slices.SortFunc(parts, func(a, b part) int { return cmp(a.k, b.k) })
+	for i := 1; i < len(parts); i++ {
+		parts[i].at = parts[i-1].at + parts[i-1].n
 	}
 	out, _ := s.sorted.Get().(*[]kafka.Message)
 	if out == nil {
 		out = new([]kafka.Message)
 	}
-	*out = append((*out)[:0], msgs...)
-	slices.SortStableFunc(*out, cmp)
+	if cap(*out) < len(msgs) {
+		*out = make([]kafka.Message, len(msgs))
+	}
+	*out = (*out)[:len(msgs)]
+	// each message to its partition's next slot: one copy each, in order
+	for i := range msgs {
+		k := partitionKey{msgs[i].Topic, msgs[i].Partition}
+		j := 0
+		for parts[j].k != k {
+			j++
+		}
+		(*out)[parts[j].at] = msgs[i]
+		parts[j].at++
+	}
 	return out
 }
