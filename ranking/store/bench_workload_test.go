@@ -35,8 +35,18 @@ import (
 //
 // The first batches warm the boards up (empty at the start); -benchtime
 // 20x and more gives stable figures.
+//
+// With REDIS_ADDR set it runs against that server instead of one of its
+// own: a redis-server under `valgrind --tool=callgrind` counts the
+// instructions Redis spends per event, a figure that does not move with
+// the machine's load (docs/benchmarks.md, "Instructions per event").
 func BenchmarkApplyWorkload(b *testing.B) {
-	srv := testenv.NewRedis(b, testenv.RedisOptions{})
+	var srv *testenv.RedisServer
+	if os.Getenv("REDIS_ADDR") != "" {
+		srv = testenv.Redis(b)
+	} else {
+		srv = testenv.NewRedis(b, testenv.RedisOptions{})
+	}
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 4})
 	defer rdb.Close()
 	ctx := context.Background()
