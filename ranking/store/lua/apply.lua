@@ -159,7 +159,8 @@ for _, b in ipairs(BK) do
 end
 local AK, AS = DD.cur.lk[DD.cur.l], -DD.cur.bits[DD.cur.l]
 local packed -- read with the events
-local ADK, ADF = {}, {} -- packed: the sets and IDs this call added
+local ADK, ADF, nad = {}, {}, 0 -- packed: the sets and IDs this call added by fresh()
+local PL0, npl = 0, 0 -- packed: the plain events' arguments from PL0 on, the first npl added (inline, below)
 -- fresh adds fp to the current bucket's last layer unless a set holds it;
 -- it returns whether it added it, and the bucket that holds it
 local function fresh(sh, fp)
@@ -170,13 +171,17 @@ local function fresh(sh, fp)
   local k = AK .. sub(sh, AS)
   if call('SADD', k, fp) == 0 then return false, b end
   b.added = b.added + 1
-  if packed then ADK[b.added], ADF[b.added] = k, fp end
+  if packed then nad = nad + 1; ADK[nad], ADF[nad] = k, fp end
   return true, b
 end
 -- giveup undoes what a packed call changed (the IDs it added) and returns
 -- its refusal
 local function giveup()
-  for i = 1, #ADK do call('SREM', ADK[i], ADF[i]) end
+  for j = 0, npl - 1 do
+    local at = PL0 + j * PLAIN_ARGS
+    call('SREM', AK .. sub(A[at], AS), A[at + 1])
+  end
+  for i = 1, nad do call('SREM', ADK[i], ADF[i]) end
   return {REFUSED_REPLAN}
 end
 
@@ -190,18 +195,28 @@ for bi = 1, nn() do
   B[bi] = {__index = b} -- a group's metatable: it reads its board's fields
 end
 local G, GPG, GPP, ngp = {}, {}, {}, 0 -- gp -> group, period index
+-- NONE stands for a group's table that nothing was put in yet (slow-path
+-- records, fast-path sums): a call has dozens of streams, most of them
+-- using one path, and every table and string a stream allocates costs
+-- the interpreter (and its collector) more than a command does. Writes
+-- replace it first; a write into it is an error.
+local NONE = setmetatable({}, {__newindex = function() error('apply.lua: write to NONE') end})
 for gi = 1, nn() do
   -- (the fields set here are in the constructor: no table grows)
-  local g = {tag = nx(), board = nn(), periods = {}, recs = {}, touched = {}, fd = {}, fabs = {}, fm = {}, fq = {},
-             kb = '', tk = '', gp0 = ngp, olds = {}, rolls = {}}
+  local g = {tag = nx(), board = nn(), periods = {}, recs = NONE, touched = {}, fd = NONE, fabs = NONE, fm = NONE,
+             fq = NONE, kb = '', tk = '', gp0 = ngp, olds = false, rolls = false}
   setmetatable(g, B[g.board])
   g.kb = prefix .. ':{' .. g.tag .. '}:'
-  g.tk = g.kb .. KIND_TOTAL .. ':' .. PERIOD_ALL
+  -- a key name is built only for the window that uses it
+  local total, rolling = g.window == WINDOW_TOTAL, g.window == WINDOW_ROLLING
+  if total then g.tk = g.kb .. KIND_TOTAL .. ':' .. PERIOD_ALL end
   for i = 1, nn() do
     ngp = ngp + 1
     GPG[ngp], GPP[ngp] = g, i
-    local p = {id = nx(), s = nn(), e = nn()}
-    p.pk, p.sk, p.q = g.kb .. KIND_PERIOD .. ':' .. p.id, g.kb .. KIND_ROLLING .. ':' .. p.id, floor(p.s / g.unit)
+    local p = {id = nx(), s = nn(), e = nn(), pk = false, sk = false, q = false}
+    p.q = floor(p.s / g.unit)
+    if not total then p.pk = g.kb .. KIND_PERIOD .. ':' .. p.id end
+    if rolling then p.sk = g.kb .. KIND_ROLLING .. ':' .. p.id end
     g.periods[i] = p
   end
   if g.window == WINDOW_ROLLING then
@@ -224,8 +239,10 @@ end
 -- period with one command per key (ZMSCORE / HMGET) before any is judged.
 -- Ties are absolute (floor(ms/unit)) here and stored relative to tbase.
 local function want(g, pi, member, base)
-  local byp = g.recs[pi]
-  if byp == nil then byp = {order = {}}; g.recs[pi] = byp end
+  local recs = g.recs
+  if recs == NONE then recs = {}; g.recs = recs end
+  local byp = recs[pi]
+  if byp == nil then byp = {order = {}}; recs[pi] = byp end
   if base ~= '' then byp.base = true end
   if byp[member] == nil then
     byp[member] = {}
@@ -343,17 +360,14 @@ if packed then
   local nplain = nn()
   if nck == 0 then
     -- fresh, inlined: nothing to look up, only the adds
-    local b = DD.cur
-    local added = b.added
-    for _ = 1, nplain do
-      local sh, fp = A[pos], A[pos + 1]
-      local k = AK .. sub(sh, AS)
+    -- (giveup finds the IDs added here again from the arguments)
+    PL0 = pos
+    for i = 1, nplain do
+      if call('SADD', AK .. sub(A[pos], AS), A[pos + 1]) == 0 then npl = i - 1; return giveup() end
       pos = pos + PLAIN_ARGS
-      if call('SADD', k, fp) == 0 then b.added = added; return giveup() end
-      added = added + 1
-      ADK[added], ADF[added] = k, fp
     end
-    b.added = added
+    npl = nplain
+    DD.cur.added = DD.cur.added + nplain
   else
     for _ = 1, nplain do
       local sh, fp = A[pos], A[pos + 1]
@@ -394,6 +408,7 @@ if packed then
     if f.cnt > 0 then cnt[f.gp] = (cnt[f.gp] or 0) + f.cnt end
     if f.nm > 0 then
       local fd, fabs, fm, fq = {}, {}, {}, {}
+      if g.fd == NONE then g.fd, g.fabs, g.fm, g.fq = {}, {}, {}, {} end
       g.fd[pi], g.fabs[pi], g.fm[pi], g.fq[pi] = fd, fabs, fm, fq
       local tie = g.mode ~= TIE_NONE
       for j = 1, f.nm do
@@ -454,6 +469,7 @@ for e = 1, packed and 0 or nev do
             end
           end
           if inrange then
+            if g.fd == NONE then g.fd, g.fabs, g.fm, g.fq = {}, {}, {}, {} end
             local fd, fabs = g.fd[pi], g.fabs[pi]
             if fd == nil then fd, fabs = {}, {}; g.fd[pi], g.fabs[pi], g.fm[pi], g.fq[pi] = fd, fabs, {}, {} end
             local d = fd[member]

@@ -41,12 +41,13 @@ local function int(x) return fmt('%d', x) end
 local MAXV = MAX_UNPACK -- even: lists of (score, member) pairs stay whole
 local unpack = unpack
 local function many(cmd, key, list, opt)
-  local out, n = {}, #list
+  local n = #list
   if n <= MAXV then
-    if n == 0 then return out end
+    if n == 0 then return {} end
     if opt then return call(cmd, key, opt, unpack(list)) end
     return call(cmd, key, unpack(list))
   end
+  local out = {}
   for i = 1, n, MAXV do
     local r
     if opt then r = call(cmd, key, opt, unpack(list, i, math.min(i + MAXV - 1, n)))
