@@ -36,10 +36,11 @@ import (
 // The first batches warm the boards up (empty at the start); -benchtime
 // 20x and more gives stable figures.
 //
-// With REDIS_ADDR set it runs against that server instead of one of its
-// own: a redis-server under `valgrind --tool=callgrind` counts the
-// instructions Redis spends per event, a figure that does not move with
-// the machine's load (docs/benchmarks.md, "Instructions per event").
+// With REDIS_ADDR set it runs against that server (an empty one) instead
+// of one of its own: a redis-server under `valgrind --tool=callgrind`
+// counts the instructions Redis spends per event, a figure that does not
+// move with the machine's load (docs/benchmarks.md, "Where Redis'
+// instructions go").
 func BenchmarkApplyWorkload(b *testing.B) {
 	var srv *testenv.RedisServer
 	if os.Getenv("REDIS_ADDR") != "" {

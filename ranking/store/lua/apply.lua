@@ -219,7 +219,7 @@ for gi = 1, nn() do
     if rolling then p.sk = g.kb .. KIND_ROLLING .. ':' .. p.id end
     g.periods[i] = p
   end
-  if g.window == WINDOW_ROLLING then
+  if rolling then
     -- the stream's head period and latest event time (rollover.go reads
     -- them too); another window's stream keeps no meta: its keys expire
     -- from the latest event time of the call (see the writes)
