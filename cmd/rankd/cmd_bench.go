@@ -96,6 +96,7 @@ func benchFlags(fs *pflag.FlagSet, adjust func(*bench.Options)) cli.RunFunc {
 	fs.StringVar(&o.JSON, "json", "", "write the results as JSON to `file`")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write the CPU profile of the rankd drain to `file`")
 	fs.StringVar(&o.ReplayCPUProfile, "replay-cpuprofile", "", "write the CPU profile of the replay to `file`")
+	fs.StringVar(&o.LatencyCPUProfile, "latency-cpuprofile", "", "write the CPU profile of rankd during the latency phase's traffic to `file`")
 	fs.StringVar(&o.ReadsCPUProfile, "reads-cpuprofile", "", "write the CPU profile of rankd serving the reads phase's top-20 readers to `file`")
 	var lf cli.LogFlags
 	lf.Register(fs, "text", "warn")

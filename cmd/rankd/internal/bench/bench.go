@@ -138,6 +138,9 @@ type Options struct {
 	// process (rankd, the producer, the pollers) during the reads phase's
 	// top-20 run is written to.
 	ReadsCPUProfile string
+	// LatencyCPUProfile, if set, is the file the CPU profile of rankd
+	// (this process) while the latency phase produces is written to.
+	LatencyCPUProfile string
 	// JSON, if set, is the file the results are written to as JSON.
 	JSON string
 	// Stdout receives the table, Stderr the progress line. Default: the

@@ -37,9 +37,9 @@ const (
 // rankd stack consumes the topics on the group of the rankd drain (from
 // where it stopped); once it is ready and a first marker went through (so
 // the group's join is not measured), a producer writes rate events/s of
-// the standard workload with wall-clock event times, what is due in one
-// synchronous WriteMessages call after the other (checking every 10 ms when
-// nothing is due), and the first event of every call is a marker: a gift of 1 coin
+// the standard workload with wall-clock event times, what is due every
+// 10 ms in one synchronous Produce request for all its partitions
+// (batchProducer), and the first event of every request is a marker: a gift of 1 coin
 // to a dedicated anchor, so that marker k makes that anchor's value on the
 // all-time board k. The markers of one anchor share a partition and are
 // applied in order, so the value is monotonic.
@@ -49,8 +49,8 @@ const (
 // (visible in Redis), one through the HTTP API (GET
 // /v1/boards/anchor_total/members/...: visible to a client). Marker k is
 // visible at the end of the first read that returns k or more; its latency
-// is that instant minus the instant its chunk was handed to the producer
-// (WriteMessages, synchronous, kafka-go batches of up to 1 ms): produce,
+// is that instant minus the instant its request was handed to the
+// producer (acks=all): produce,
 // fetch, batching (linger), decode, route, apply, and the read itself. A
 // read returns at most a poll period plus one read's duration after the
 // effect became visible (both reported).
@@ -99,10 +99,16 @@ func (e *env) latency(ctx context.Context, rate float64) (*Latency, error) {
 		return nil, err
 	}
 	cpu0, _ := pidCPU(tr.PID())
+	stopProfile, err := cpuProfile(e.o.LatencyCPUProfile)
+	if err != nil {
+		return nil, err
+	}
+	defer stopProfile() // when failing early
 	if err := tr.start(); err != nil {
 		return nil, err
 	}
 	pr, err := tr.produced(ctx, e.o.LatencyDuration)
+	stopProfile()
 	if err != nil {
 		return nil, err
 	}

@@ -33,8 +33,7 @@ import (
 // every marker is visible.
 
 const (
-	trafficKind  = "traffic"
-	trafficBatch = 64 // the producer's kafka-go BatchSize
+	trafficKind = "traffic"
 )
 
 // TrafficChild runs this process as the traffic child of a `rankd bench`
@@ -115,12 +114,7 @@ func trafficMain(in io.Reader, out io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	w := newWriter(s.Brokers, time.Millisecond)
-	// kafka-go allocates a batch of BatchSize messages per partition it
-	// writes to; a call here holds about rate/100 events over 18
-	// partitions, and 1000 (preload's) cost the producer half a core at
-	// 20k events/s, clearing memory
-	w.BatchSize = trafficBatch
+	w := newBatchProducer(s.Brokers)
 	defer w.Close()
 	fmt.Fprintln(out, "ready")
 	if !sc.Scan() || sc.Text() != "start" {
@@ -162,11 +156,11 @@ func trafficMain(in io.Reader, out io.Writer) int {
 }
 
 // produce writes s.Rate events/s of the workload for s.Duration: every
-// latencyTick, what is due in one synchronous WriteMessages call, the
-// first event of every call a marker. (Writing again as soon as a call
-// returns made calls of a few dozen events, each split over 18
-// partitions: three times the calls, and the producer's CPU with them.)
-func produce(ctx context.Context, w *kafka.Writer, wl *workload.Generator, s trafficSettings, st *markers) (trafficProduced, error) {
+// latencyTick, what is due in one synchronous Produce request for all its
+// partitions (batchProducer), the first event of every request a marker.
+// (Writing again as soon as a call returns made calls of a few dozen
+// events: three times the calls, and the producer's CPU with them.)
+func produce(ctx context.Context, w *batchProducer, wl *workload.Generator, s trafficSettings, st *markers) (trafficProduced, error) {
 	var durs []time.Duration
 	var n int64
 	start := time.Now()
@@ -189,7 +183,7 @@ func produce(ctx context.Context, w *kafka.Writer, wl *workload.Generator, s tra
 			msgs = append(msgs, kafka.Message{Topic: ev.Topic, Key: ev.Key, Value: ev.Value})
 		}
 		t0 := st.send()
-		if err := w.WriteMessages(ctx, msgs...); err != nil {
+		if err := w.Write(ctx, msgs); err != nil {
 			return trafficProduced{}, fmt.Errorf("producing: %w", writeErr(err))
 		}
 		durs = append(durs, time.Since(t0))
