@@ -70,19 +70,26 @@ func (p *batchProducer) topic(ctx context.Context, name string) (*producerTopic,
 	return t, nil
 }
 
+// producerAttempts is how many times Write sends a partition's messages
+// whose leader answered with a retriable error (a leader moving, a
+// timeout) or not at all, waiting 100 ms more before each attempt (at most
+// 1 s), as kafka-go's Writer retries by default; a retry after a lost
+// answer may write them twice, which the dedupe absorbs.
+const producerAttempts = 10
+
+// tp names a topic partition.
+type tp struct {
+	topic     string
+	partition int
+}
+
 // Write writes msgs (Topic, Key, Value) and returns once every leader
-// acknowledged them (acks=all), or with the first error. A failure is not
-// retried.
+// acknowledged them (acks=all), or with the first error that is not
+// retriable, or the last one after producerAttempts.
 func (p *batchProducer) Write(ctx context.Context, msgs []kafka.Message) error {
-	type tp struct {
-		topic     string
-		partition int
-	}
 	var bal kafka.Hash
-	now := time.Now()
-	recs := map[tp][]protocol.Record{}
-	leaderOf := map[tp]string{}
-	var order []tp
+	parts := map[tp][]*kafka.Message{}
+	var pending []tp
 	for i := range msgs {
 		m := &msgs[i]
 		t, err := p.topic(ctx, m.Topic)
@@ -90,22 +97,47 @@ func (p *batchProducer) Write(ctx context.Context, msgs []kafka.Message) error {
 			return err
 		}
 		k := tp{m.Topic, bal.Balance(*m, t.ids...)}
-		if _, ok := recs[k]; !ok {
-			order = append(order, k)
-			leaderOf[k] = t.leaders[k.partition]
+		if _, ok := parts[k]; !ok {
+			pending = append(pending, k)
 		}
-		recs[k] = append(recs[k], protocol.Record{Time: now, Key: protocol.NewBytes(m.Key), Value: protocol.NewBytes(m.Value)})
+		parts[k] = append(parts[k], m)
 	}
-	slices.SortFunc(order, func(a, b tp) int {
+	slices.SortFunc(pending, func(a, b tp) int {
 		if c := cmp.Compare(a.topic, b.topic); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.partition, b.partition)
 	})
+	now := time.Now()
+	for attempt := 1; ; attempt++ {
+		failed, err := p.write(ctx, parts, pending, now)
+		if err == nil || failed == nil || attempt == producerAttempts {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(time.Duration(attempt)*100*time.Millisecond, time.Second)):
+		}
+		clear(p.topics) // the leaders may have moved
+		pending = failed
+	}
+}
+
+// write sends the messages of the pending partitions (in order) in one
+// request per leader and returns the partitions to send again (a
+// retriable error, or no answer) with the errors; nil partitions with an
+// error when one is not retriable.
+func (p *batchProducer) write(ctx context.Context, parts map[tp][]*kafka.Message, pending []tp, now time.Time) ([]tp, error) {
 	reqs := map[string]*produceapi.Request{}
+	sent := map[string][]tp{}
 	var leaders []string
-	for _, k := range order {
-		l := leaderOf[k]
+	for _, k := range pending {
+		t, err := p.topic(ctx, k.topic)
+		if err != nil {
+			return pending, err
+		}
+		l := t.leaders[k.partition]
 		r := reqs[l]
 		if r == nil {
 			r = &produceapi.Request{Acks: int16(kafka.RequireAll), Timeout: int32(p.timeout.Milliseconds())}
@@ -115,47 +147,83 @@ func (p *batchProducer) Write(ctx context.Context, msgs []kafka.Message) error {
 		if n := len(r.Topics); n == 0 || r.Topics[n-1].Topic != k.topic {
 			r.Topics = append(r.Topics, produceapi.RequestTopic{Topic: k.topic})
 		}
-		t := &r.Topics[len(r.Topics)-1]
-		t.Partitions = append(t.Partitions, produceapi.RequestPartition{Partition: int32(k.partition),
-			RecordSet: protocol.RecordSet{Records: protocol.NewRecordReader(recs[k]...)}})
+		recs := make([]protocol.Record, len(parts[k]))
+		for i, m := range parts[k] {
+			// (a record's key and value are readers: new ones each attempt)
+			recs[i] = protocol.Record{Time: now, Key: protocol.NewBytes(m.Key), Value: protocol.NewBytes(m.Value)}
+		}
+		t2 := &r.Topics[len(r.Topics)-1]
+		t2.Partitions = append(t2.Partitions, produceapi.RequestPartition{Partition: int32(k.partition),
+			RecordSet: protocol.RecordSet{Records: protocol.NewRecordReader(recs...)}})
+		sent[l] = append(sent[l], k)
 	}
-	errs := make([]error, len(leaders))
-	done := make(chan int, len(leaders))
+	type answer struct {
+		failed []tp
+		err    error
+	}
+	answers := make([]answer, len(leaders))
+	done := make(chan struct{}, len(leaders))
 	for i, l := range leaders {
 		go func() {
-			errs[i] = p.send(ctx, l, reqs[l])
-			done <- i
+			defer func() { done <- struct{}{} }()
+			answers[i].failed, answers[i].err = p.send(ctx, l, reqs[l], sent[l])
 		}()
 	}
 	for range leaders {
 		<-done
 	}
-	return errors.Join(errs...)
+	var failed []tp
+	var errs []error
+	fatal := false
+	for _, a := range answers {
+		failed = append(failed, a.failed...)
+		errs = append(errs, a.err)
+		fatal = fatal || a.err != nil && a.failed == nil
+	}
+	if fatal {
+		failed = nil
+	}
+	return failed, errors.Join(errs...)
 }
 
-// send sends one Produce request to a leader and checks every partition's
-// answer.
-func (p *batchProducer) send(ctx context.Context, leader string, r *produceapi.Request) error {
+// send sends one Produce request of the partitions ks to a leader and
+// checks every partition's answer: it returns the partitions to send
+// again, and every error.
+func (p *batchProducer) send(ctx context.Context, leader string, r *produceapi.Request, ks []tp) ([]tp, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout+5*time.Second)
 	defer cancel()
 	m, err := p.tr.RoundTrip(ctx, kafka.TCP(leader), r)
 	if err != nil {
-		return fmt.Errorf("producing to %s: %w", leader, err)
+		return ks, fmt.Errorf("producing to %s: %w", leader, err)
 	}
 	res, ok := m.(*produceapi.Response)
 	if !ok {
-		return fmt.Errorf("producing to %s: answer %T", leader, m)
+		return nil, fmt.Errorf("producing to %s: answer %T", leader, m)
 	}
+	answered := map[tp]bool{}
+	var again []tp
 	var errs []error
 	for _, t := range res.Topics {
 		for _, pt := range t.Partitions {
+			k := tp{t.Topic, int(pt.Partition)}
+			answered[k] = true
 			if pt.ErrorCode != 0 {
-				errs = append(errs, fmt.Errorf("%s/%d: %w", t.Topic, pt.Partition, kafka.Error(pt.ErrorCode)))
+				kerr := kafka.Error(pt.ErrorCode)
+				if kerr.Temporary() {
+					again = append(again, k)
+				}
+				errs = append(errs, fmt.Errorf("%s/%d: %w", t.Topic, pt.Partition, kerr))
 			}
 		}
 	}
-	if n := len(r.Topics); len(res.Topics) != n {
-		errs = append(errs, fmt.Errorf("producing to %s: %d topics answered, %d sent", leader, len(res.Topics), n))
+	for _, k := range ks {
+		if !answered[k] {
+			again = append(again, k)
+			errs = append(errs, fmt.Errorf("producing to %s: no answer for %s/%d", leader, k.topic, k.partition))
+		}
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 && len(again) < len(errs) {
+		return nil, errors.Join(errs...) // one is not retriable
+	}
+	return again, errors.Join(errs...)
 }

@@ -3,10 +3,13 @@ package bench
 import (
 	"fmt"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/rankd/rankd/internal/servers"
 	"github.com/rankd/rankd/internal/testenv"
 )
 
@@ -72,6 +75,54 @@ func TestBatchProducer(t *testing.T) {
 	for k, w := range want {
 		if fmt.Sprint(byPart[k]) != fmt.Sprint(w) {
 			t.Errorf("%s holds %v, want %v in that order", k, byPart[k], w)
+		}
+	}
+}
+
+// TestBatchProducerRetries stops the broker, writes while it is down and
+// starts it again 300 ms later: Write retries until it is back, and every
+// message is in the log (at least once: an attempt whose answer was lost
+// may have written it).
+func TestBatchProducerRetries(t *testing.T) {
+	b, err := servers.StartBroker(t.Context(), servers.BrokerOptions{DataDir: t.TempDir(), Topics: []string{"pr"}, Partitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	brokers := []string{b.Addr()}
+	p := newBatchProducer(brokers)
+	defer p.Close()
+	msgs := func(call int) []kafka.Message {
+		var out []kafka.Message
+		for i := range 40 {
+			out = append(out, kafka.Message{Topic: "pr", Key: []byte("k" + strconv.Itoa(i)), Value: []byte(fmt.Sprintf("%d %d", call, i))})
+		}
+		return out
+	}
+	if err := p.Write(t.Context(), msgs(0)); err != nil {
+		t.Fatal(err)
+	}
+	b.Stop(syscall.SIGKILL)
+	restarted := make(chan error, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		restarted <- b.Restart()
+	}()
+	if err := p.Write(t.Context(), msgs(1)); err != nil {
+		t.Fatalf("write while the broker restarts: %v", err)
+	}
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, m := range testenv.ReadLog(t, brokers, "pr") {
+		seen[string(m.Value)] = true
+	}
+	for call := range 2 {
+		for _, m := range msgs(call) {
+			if !seen[string(m.Value)] {
+				t.Errorf("%q is not in the log", m.Value)
+			}
 		}
 	}
 }
