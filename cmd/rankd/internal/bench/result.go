@@ -117,6 +117,10 @@ type CPU struct {
 	// BrokerUsPerEvent is the broker child's CPU (/proc); absent with
 	// --brokers.
 	BrokerUsPerEvent *float64 `json:"broker_cpu_us_per_event,omitempty"`
+	// StealPct is the share of the machine's CPU time the hypervisor took
+	// during the phase (/proc/stat), in percent: a phase that lost some
+	// ran slower than the code does. Absent outside Linux.
+	StealPct *float64 `json:"steal_pct,omitempty"`
 }
 
 // Commands is where Redis spent its time, per event, from INFO
@@ -303,7 +307,7 @@ func (r *Result) WriteTable(w io.Writer) {
 		r.Preload.Events, r.Preload.Seconds, r.Preload.EventsPerSec, s.Workers, s.Batch, s.Linger, strings.Join(parts, ", "))
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "drain\tevents\tupdates\tseconds\tevents/s\tvs rankd\tRedis busy\tRedis µs/event\tRedis µs/update\trankd µs/event\tbroker µs/event\t")
+	fmt.Fprintln(tw, "drain\tevents\tupdates\tseconds\tevents/s\tvs rankd\tRedis busy\tRedis µs/event\tRedis µs/update\trankd µs/event\tbroker µs/event\tCPU steal\t")
 	row := func(name string, d *Drain) {
 		if d == nil {
 			return
@@ -314,15 +318,15 @@ func (r *Result) WriteTable(w io.Writer) {
 		} else if d != r.Drain.Rankd {
 			ratio = fmt.Sprintf("%.2fx", d.EventsPerSec/r.Drain.Rankd.EventsPerSec)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.0f\t%s\t%.0f%%\t%.2f\t%.2f\t%s\t%s\t\n", name, d.Events, d.Updates, d.Seconds,
-			d.EventsPerSec, ratio, 100*d.RedisBusy, d.RedisUsPerEvent, d.RedisUsPerUpdate, opt(d.ProcessUsPerEvent), opt(d.BrokerUsPerEvent))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.0f\t%s\t%.0f%%\t%.2f\t%.2f\t%s\t%s\t%s\t\n", name, d.Events, d.Updates, d.Seconds,
+			d.EventsPerSec, ratio, 100*d.RedisBusy, d.RedisUsPerEvent, d.RedisUsPerUpdate, opt(d.ProcessUsPerEvent), opt(d.BrokerUsPerEvent), optPct(d.StealPct))
 	}
 	row("rankd", r.Drain.Rankd)
 	row("naive", r.Drain.Naive)
 	row("seed pipelined", r.Drain.Seed)
 	if p := r.Replay; p != nil {
-		fmt.Fprintf(tw, "replay\t%d\t\t%.2f\t%.0f\t\t%.0f%%\t%.2f\t%.2f\t%s\t%s\t\n", p.Events, p.Seconds, p.EventsPerSec,
-			100*p.RedisBusy, p.RedisUsPerEvent, p.RedisUsPerUpdate, opt(p.ProcessUsPerEvent), opt(p.BrokerUsPerEvent))
+		fmt.Fprintf(tw, "replay\t%d\t\t%.2f\t%.0f\t\t%.0f%%\t%.2f\t%.2f\t%s\t%s\t%s\t\n", p.Events, p.Seconds, p.EventsPerSec,
+			100*p.RedisBusy, p.RedisUsPerEvent, p.RedisUsPerUpdate, opt(p.ProcessUsPerEvent), opt(p.BrokerUsPerEvent), optPct(p.StealPct))
 	}
 	_ = tw.Flush()
 	if r.Drain.RankdOverNaive > 0 || r.Drain.RankdOverSeed > 0 {
@@ -351,8 +355,8 @@ func (r *Result) WriteTable(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	if l := r.Latency; l != nil {
-		fmt.Fprintf(w, "latency: event to visible at %.0f events/s for %.0fs (%d markers; produce call p50 %.1f ms; Redis busy %.0f%%, %.2f µs per event; %d batches of %.0f messages, applied in %.1f ms on average; %d events not committed when the producer stopped):\n",
-			l.ProducedRate, l.Seconds, l.Markers, l.ProduceP50Ms, 100*l.RedisBusy, l.RedisUsPerEvent, l.Batches, l.BatchMessages, l.BatchApplyMs, l.LagAtEnd)
+		fmt.Fprintf(w, "latency: event to visible at %.0f events/s for %.0fs (%d markers; produce call p50 %.1f ms; Redis busy %.0f%%, %.2f µs per event; %d batches of %.0f messages, applied in %.1f ms on average; %d events not committed when the producer stopped; CPU steal %s):\n",
+			l.ProducedRate, l.Seconds, l.Markers, l.ProduceP50Ms, 100*l.RedisBusy, l.RedisUsPerEvent, l.Batches, l.BatchMessages, l.BatchApplyMs, l.LagAtEnd, optPct(l.StealPct))
 		for _, v := range []struct {
 			name string
 			v    Visible
@@ -400,6 +404,14 @@ func opt(v *float64) string {
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 // pct renders a percentage, or "unknown" for a negative one.
+// optPct is pct of an optional share.
+func optPct(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	return pct(*p)
+}
+
 func pct(p float64) string {
 	if p < 0 {
 		return "unknown"

@@ -18,6 +18,7 @@ type meter struct {
 	at                   time.Time
 	redis, self, broker  time.Duration
 	haveSelf, haveBroker bool
+	steal                stealReading
 }
 
 func (e *env) meter(ctx context.Context) (meter, error) {
@@ -37,6 +38,7 @@ func (e *env) meter(ctx context.Context) (meter, error) {
 	m.redis = time.Duration(sum * float64(time.Second))
 	m.self, m.haveSelf = selfCPU()
 	m.broker, m.haveBroker = pidCPU(e.brokerPID)
+	m.steal = readSteal()
 	return m, nil
 }
 
@@ -56,6 +58,9 @@ func cpu(before, after meter, events, updates int64, elapsed time.Duration) CPU 
 	if before.haveBroker && after.haveBroker {
 		v := perUs(after.broker-before.broker, events)
 		c.BrokerUsPerEvent = &v
+	}
+	if v := before.steal.stealPctTo(after.steal); v >= 0 {
+		c.StealPct = &v
 	}
 	return c
 }
@@ -180,8 +185,10 @@ type stealReading struct {
 
 // stealPct returns the share of the machine's CPU time stolen from r to
 // now, in percent; -1 when unknown.
-func (r stealReading) stealPct() float64 {
-	now := readSteal()
+func (r stealReading) stealPct() float64 { return r.stealPctTo(readSteal()) }
+
+// stealPctTo is stealPct from r to a later reading.
+func (r stealReading) stealPctTo(now stealReading) float64 {
 	if !r.ok || !now.ok || now.total <= r.total {
 		return -1
 	}
