@@ -80,6 +80,7 @@ func benchFlags(fs *pflag.FlagSet, adjust func(*bench.Options)) cli.RunFunc {
 	fs.IntVar(&o.Partitions, "partitions", 6, "`partitions` per topic")
 	fs.StringToIntVar(&o.TopicPartitions, "topic-partitions", nil, "partitions of some topics, overriding --partitions: like=14,comment=4,gift=2 gives every drained batch the workload's mix (equal counts drain gifts and comments first, likes alone last)")
 	fs.IntVar(&o.Workers, "workers", 3, "rankd's kafka.workers")
+	fs.IntVar(&o.RedisNice, "redis-nice", 0, "nice `value` of the redis-server the benchmark starts (negative: Redis gets more of the CPUs when the benchmark's processes contend, as with a core of its own; needs CAP_SYS_NICE)")
 	fs.IntVar(&o.Batch, "batch", 2000, "rankd's kafka.batch.count (and the seed consumer's batch)")
 	fs.DurationVar(&o.Linger, "linger", 20*time.Millisecond, "rankd's kafka.batch.linger")
 	fs.IntVar(&o.RolloverMembers, "rollover-members", 1_000_000, "`members` of the rolling board rolled over")

@@ -97,6 +97,9 @@ func TestValidate(t *testing.T) {
 		{Options{TopicPartitions: map[string]int{"like": 14, "gift": 2}}, ""},
 		{Options{TopicPartitions: map[string]int{"likes": 14}}, `topic partitions: "likes" is not a topic of the workload`},
 		{Options{TopicPartitions: map[string]int{"gift": 0}}, "topic partitions: gift=0: want a positive number"},
+		{Options{RedisNice: -10}, ""},
+		{Options{RedisNice: -21}, "redis nice -21: want -20 to 19"},
+		{Options{RedisNice: 5, Redis: "127.0.0.1:6379"}, "redis nice: only for the redis-server the benchmark starts"},
 	} {
 		err := tt.o.Validate()
 		if (err == nil) != (tt.want == "") || (err != nil && !strings.Contains(err.Error(), tt.want)) {

@@ -109,3 +109,23 @@ func pidWait(pid int) (wait time.Duration, preempted int64, ok bool) {
 	}
 	return 0, 0, false
 }
+
+// renice sets the nice value of every thread of process pid (Linux's
+// setpriority sets one thread's; the threads Redis starts before it is
+// reniced keep their own).
+func renice(pid, nice int) error {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice); err != nil {
+			return fmt.Errorf("setpriority of thread %d of process %d: %w", tid, pid, err)
+		}
+	}
+	return nil
+}

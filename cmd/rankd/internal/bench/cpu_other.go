@@ -2,7 +2,11 @@
 
 package bench
 
-import "time"
+import (
+	"errors"
+	"runtime"
+	"time"
+)
 
 // selfCPU is not measured outside Linux.
 func selfCPU() (time.Duration, bool) { return 0, false }
@@ -15,3 +19,6 @@ func readSteal() stealReading { return stealReading{} }
 
 // pidWait is not measured outside Linux.
 func pidWait(int) (time.Duration, int64, bool) { return 0, 0, false }
+
+// renice is not supported outside Linux.
+func renice(int, int) error { return errors.New("not supported on " + runtime.GOOS) }

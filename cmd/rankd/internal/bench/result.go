@@ -54,6 +54,7 @@ type Settings struct {
 	Workers         int            `json:"workers"`
 	Batch           int            `json:"batch"`
 	Linger          string         `json:"linger"`
+	RedisNice       int            `json:"redis_nice,omitempty"`
 	RolloverMembers int            `json:"rollover_members"`
 	LatencyDuration string         `json:"latency_duration"`
 	Skipped         []string       `json:"skipped,omitempty"`
@@ -121,6 +122,11 @@ type CPU struct {
 	// during the phase (/proc/stat), in percent: a phase that lost some
 	// ran slower than the code does. Absent outside Linux.
 	StealPct *float64 `json:"steal_pct,omitempty"`
+	// RedisWaitPct is how long Redis' main thread, runnable, waited for a
+	// CPU during the phase (/proc/<pid>/schedstat), in percent of the
+	// phase's wall time: Redis not busy for want of a CPU, not of work.
+	// Absent with --redis or outside Linux.
+	RedisWaitPct *float64 `json:"redis_wait_pct,omitempty"`
 }
 
 // Commands is where Redis spent its time, per event, from INFO
@@ -303,11 +309,15 @@ func (r *Result) WriteTable(w io.Writer) {
 	for _, t := range slices.Sorted(maps.Keys(r.Preload.Partitions)) {
 		parts = append(parts, fmt.Sprintf("%s %d", t, r.Preload.Partitions[t]))
 	}
-	fmt.Fprintf(w, "preload: %d events in %.2fs (%.0f/s); rankd: %d workers, batches of %d, linger %s; partitions: %s\n\n",
-		r.Preload.Events, r.Preload.Seconds, r.Preload.EventsPerSec, s.Workers, s.Batch, s.Linger, strings.Join(parts, ", "))
+	nice := ""
+	if s.RedisNice != 0 {
+		nice = fmt.Sprintf("; redis-server at nice %d", s.RedisNice)
+	}
+	fmt.Fprintf(w, "preload: %d events in %.2fs (%.0f/s); rankd: %d workers, batches of %d, linger %s%s; partitions: %s\n\n",
+		r.Preload.Events, r.Preload.Seconds, r.Preload.EventsPerSec, s.Workers, s.Batch, s.Linger, nice, strings.Join(parts, ", "))
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "drain\tevents\tupdates\tseconds\tevents/s\tvs rankd\tRedis busy\tRedis µs/event\tRedis µs/update\trankd µs/event\tbroker µs/event\tCPU steal\t")
+	fmt.Fprintln(tw, "drain\tevents\tupdates\tseconds\tevents/s\tvs rankd\tRedis busy\tRedis µs/event\tRedis µs/update\trankd µs/event\tbroker µs/event\tCPU steal\tRedis waited\t")
 	row := func(name string, d *Drain) {
 		if d == nil {
 			return
@@ -318,15 +328,15 @@ func (r *Result) WriteTable(w io.Writer) {
 		} else if d != r.Drain.Rankd {
 			ratio = fmt.Sprintf("%.2fx", d.EventsPerSec/r.Drain.Rankd.EventsPerSec)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.0f\t%s\t%.0f%%\t%.2f\t%.2f\t%s\t%s\t%s\t\n", name, d.Events, d.Updates, d.Seconds,
-			d.EventsPerSec, ratio, 100*d.RedisBusy, d.RedisUsPerEvent, d.RedisUsPerUpdate, opt(d.ProcessUsPerEvent), opt(d.BrokerUsPerEvent), optPct(d.StealPct))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.0f\t%s\t%.0f%%\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t\n", name, d.Events, d.Updates, d.Seconds,
+			d.EventsPerSec, ratio, 100*d.RedisBusy, d.RedisUsPerEvent, d.RedisUsPerUpdate, opt(d.ProcessUsPerEvent), opt(d.BrokerUsPerEvent), optPct(d.StealPct), optPct(d.RedisWaitPct))
 	}
 	row("rankd", r.Drain.Rankd)
 	row("naive", r.Drain.Naive)
 	row("seed pipelined", r.Drain.Seed)
 	if p := r.Replay; p != nil {
-		fmt.Fprintf(tw, "replay\t%d\t\t%.2f\t%.0f\t\t%.0f%%\t%.2f\t%.2f\t%s\t%s\t%s\t\n", p.Events, p.Seconds, p.EventsPerSec,
-			100*p.RedisBusy, p.RedisUsPerEvent, p.RedisUsPerUpdate, opt(p.ProcessUsPerEvent), opt(p.BrokerUsPerEvent), optPct(p.StealPct))
+		fmt.Fprintf(tw, "replay\t%d\t\t%.2f\t%.0f\t\t%.0f%%\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t\n", p.Events, p.Seconds, p.EventsPerSec,
+			100*p.RedisBusy, p.RedisUsPerEvent, p.RedisUsPerUpdate, opt(p.ProcessUsPerEvent), opt(p.BrokerUsPerEvent), optPct(p.StealPct), optPct(p.RedisWaitPct))
 	}
 	_ = tw.Flush()
 	if r.Drain.RankdOverNaive > 0 || r.Drain.RankdOverSeed > 0 {
@@ -355,8 +365,8 @@ func (r *Result) WriteTable(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	if l := r.Latency; l != nil {
-		fmt.Fprintf(w, "latency: event to visible at %.0f events/s for %.0fs (%d markers; produce call p50 %.1f ms; Redis busy %.0f%%, %.2f µs per event; %d batches of %.0f messages, applied in %.1f ms on average; %d events not committed when the producer stopped; CPU steal %s):\n",
-			l.ProducedRate, l.Seconds, l.Markers, l.ProduceP50Ms, 100*l.RedisBusy, l.RedisUsPerEvent, l.Batches, l.BatchMessages, l.BatchApplyMs, l.LagAtEnd, optPct(l.StealPct))
+		fmt.Fprintf(w, "latency: event to visible at %.0f events/s for %.0fs (%d markers; produce call p50 %.1f ms; Redis busy %.0f%%, %.2f µs per event; %d batches of %.0f messages, applied in %.1f ms on average; %d events not committed when the producer stopped; CPU steal %s; Redis waited for a CPU %s of the time):\n",
+			l.ProducedRate, l.Seconds, l.Markers, l.ProduceP50Ms, 100*l.RedisBusy, l.RedisUsPerEvent, l.Batches, l.BatchMessages, l.BatchApplyMs, l.LagAtEnd, optPct(l.StealPct), optPct(l.RedisWaitPct))
 		for _, v := range []struct {
 			name string
 			v    Visible

@@ -19,6 +19,8 @@ type meter struct {
 	redis, self, broker  time.Duration
 	haveSelf, haveBroker bool
 	steal                stealReading
+	redisWait            time.Duration // Redis' main thread, runnable, waiting for a CPU (pidWait)
+	haveWait             bool
 }
 
 func (e *env) meter(ctx context.Context) (meter, error) {
@@ -39,6 +41,7 @@ func (e *env) meter(ctx context.Context) (meter, error) {
 	m.self, m.haveSelf = selfCPU()
 	m.broker, m.haveBroker = pidCPU(e.brokerPID)
 	m.steal = readSteal()
+	m.redisWait, _, m.haveWait = pidWait(e.redisPID)
 	return m, nil
 }
 
@@ -61,6 +64,10 @@ func cpu(before, after meter, events, updates int64, elapsed time.Duration) CPU 
 	}
 	if v := before.steal.stealPctTo(after.steal); v >= 0 {
 		c.StealPct = &v
+	}
+	if before.haveWait && after.haveWait && elapsed > 0 {
+		v := round(100*(after.redisWait-before.redisWait).Seconds()/elapsed.Seconds(), 1)
+		c.RedisWaitPct = &v
 	}
 	return c
 }
