@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -85,7 +86,9 @@ type tp struct {
 
 // Write writes msgs (Topic, Key, Value) and returns once every leader
 // acknowledged them (acks=all), or with the first error that is not
-// retriable, or the last one after producerAttempts.
+// retriable, or the last one after producerAttempts. A topic's
+// partitions are asked once, at its first Write, and that is not retried:
+// the benchmark creates its topics before it produces.
 func (p *batchProducer) Write(ctx context.Context, msgs []kafka.Message) error {
 	var bal kafka.Hash
 	parts := map[tp][]*kafka.Message{}
@@ -162,16 +165,11 @@ func (p *batchProducer) write(ctx context.Context, parts map[tp][]*kafka.Message
 		err    error
 	}
 	answers := make([]answer, len(leaders))
-	done := make(chan struct{}, len(leaders))
+	var wg sync.WaitGroup
 	for i, l := range leaders {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			answers[i].failed, answers[i].err = p.send(ctx, l, reqs[l], sent[l])
-		}()
+		wg.Go(func() { answers[i].failed, answers[i].err = p.send(ctx, l, reqs[l], sent[l]) })
 	}
-	for range leaders {
-		<-done
-	}
+	wg.Wait()
 	var failed []tp
 	var errs []error
 	fatal := false

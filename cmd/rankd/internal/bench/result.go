@@ -413,8 +413,7 @@ func opt(v *float64) string {
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
-// pct renders a percentage, or "unknown" for a negative one.
-// optPct is pct of an optional share.
+// optPct is pct of an optional share, "-" when absent.
 func optPct(p *float64) string {
 	if p == nil {
 		return "-"
@@ -422,6 +421,7 @@ func optPct(p *float64) string {
 	return pct(*p)
 }
 
+// pct renders a percentage, or "unknown" for a negative one.
 func pct(p float64) string {
 	if p < 0 {
 		return "unknown"
