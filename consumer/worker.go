@@ -103,6 +103,9 @@ func (w *worker) run(ctx, hard context.Context) error {
 	// generation's context may end first: the batch in hand is still
 	// committed (the generation's connection lives until it returns).
 	w.stop = ctx
+	tr := Transport(w.cfg.Dialer)
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(w.cfg.Brokers...), Timeout: balanceTimeout, Transport: tr}
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:                w.cfg.Group,
 		Brokers:           w.cfg.Brokers,
@@ -113,6 +116,8 @@ func (w *worker) run(ctx, hard context.Context) error {
 		RebalanceTimeout:  w.cfg.RebalanceTimeout,
 		JoinGroupBackoff:  w.cfg.JoinGroupBackoff,
 		StartOffset:       w.cfg.StartOffset,
+		// by load first (balance.go); range is what older members offer
+		GroupBalancers: []kafka.GroupBalancer{loadBalancer{client: client, log: w.log}, kafka.RangeGroupBalancer{}},
 		// kafka-go logs and retries its own group errors; what reaches the
 		// worker is logged by the worker loop.
 		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
