@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rankd/rankd/ranking"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 )
 
 var registerScript = mustScript("register.lua")
@@ -35,6 +37,7 @@ type HeldBucket struct {
 const (
 	registerPipeline = 4096
 	registerVerdicts = 1000
+	registerInFlight = 2 // pipelines of RegisterIDs running at once
 )
 
 // CanDecide reports whether a replay may decide which messages are new
@@ -139,7 +142,8 @@ func (s *Store) registerBucket(ctx context.Context, head registerArgs, bucket st
 
 // registerIn adds ids to the sets of the bucket, incarnation and layer of
 // head, picked by the last bits of their shard hash, with one SADD per set
-// for all its IDs, and their verdicts, in pipelines; it returns how many
+// for all its IDs, and their verdicts, in pipelines (registerInFlight at
+// a time); it returns how many
 // it added. The keys are named as apply.lua's open() names them:
 // <dedupe prefix><bucket>.<incarnation>.<layer>:<set suffix>, and the
 // verdicts' hash <dedupe prefix><bucket>.<incarnation>.<ddVerdicts>.
@@ -166,24 +170,35 @@ func (s *Store) registerIn(ctx context.Context, head registerArgs, ids [][]HeldI
 	}
 	base := head.dprefix + head.bucket + "." + head.inc + "."
 	layer := base + head.layer + ":"
+	// Pipelines run registerInFlight at a time, each on its connection:
+	// one is encoded while Redis runs another. SADD and HSET may run in
+	// any order, and again.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(registerInFlight)
+	var added atomic.Int64
 	pipe := s.rdb.Pipeline()
 	var adds []*redis.IntCmd
-	added, queued := 0, 0
-	flush := func() error {
+	queued := 0
+	flush := func() {
 		if queued == 0 {
+			return
+		}
+		p, a := pipe, adds
+		pipe, adds, queued = s.rdb.Pipeline(), nil, 0
+		g.Go(func() error {
+			if err := execChecked(gctx, p, "holding message IDs"); err != nil {
+				return err
+			}
+			var n int64
+			for _, c := range a {
+				n += c.Val()
+			}
+			added.Add(n)
 			return nil
-		}
-		if err := execChecked(ctx, pipe, "holding message IDs"); err != nil {
-			return err
-		}
-		for _, c := range adds {
-			added += int(c.Val())
-		}
-		adds, queued = adds[:0], 0
-		return nil
+		})
 	}
 	var verdicts []any
-	for i := 0; i < len(order); {
+	for i := 0; i < len(order) && gctx.Err() == nil; {
 		set := order[i].Key.shard() & mask
 		j := i
 		fps := make([]any, 0, 16)
@@ -194,21 +209,24 @@ func (s *Store) registerIn(ctx context.Context, head registerArgs, ids [][]HeldI
 				verdicts = append(verdicts, id.Key.fp(), verdictOf(id.Statuses))
 			}
 		}
-		adds = append(adds, pipe.SAdd(ctx, layer+setSuffix(set, bits), fps...))
+		adds = append(adds, pipe.SAdd(gctx, layer+setSuffix(set, bits), fps...))
 		queued++
 		if len(verdicts) >= 2*registerVerdicts || j == len(order) && len(verdicts) > 0 {
-			pipe.HSet(ctx, base+ddVerdicts, verdicts...)
+			pipe.HSet(gctx, base+ddVerdicts, verdicts...)
 			queued++
 			verdicts = nil
 		}
 		if queued >= registerPipeline {
-			if err := flush(); err != nil {
-				return added, err
-			}
+			flush()
 		}
 		i = j
 	}
-	return added, flush()
+	flush()
+	err := g.Wait()
+	if err == nil {
+		err = ctx.Err()
+	}
+	return int(added.Load()), err
 }
 
 // setSuffix renders set as the last bits binary digits of a shard hash,
