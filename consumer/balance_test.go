@@ -66,9 +66,9 @@ func loads(t *testing.T, a kafka.GroupMemberAssignments, parts []kafka.Partition
 	return out
 }
 
-// TestAssignByWeight: the benchmark's partitions over 3 members. Range puts
-// partitions 0-1 of every topic on one member (44.1% of the events); by
-// weight the heaviest holds 33.9%.
+// TestAssignByWeight: the benchmark's partitions over 3 members. Range, the
+// partitions listed in order, puts partitions 0-1 of every topic on one
+// member (44.1% of the events); by weight the heaviest holds 33.9%.
 func TestAssignByWeight(t *testing.T) {
 	parts, w := partsOf(skewed)
 	ms := membersOf(3, "comment", "gift", "like")
@@ -200,3 +200,71 @@ func TestLoadBalancedGroup(t *testing.T) {
 type nopSink struct{}
 
 func (nopSink) Apply(context.Context, []kafka.Message) ([]DeadLetter, error) { return nil, nil }
+
+// TestOlderMemberMakesRange: a member that offers only kafka-go's defaults
+// (range, round robin), like an rankd from before the load assignment,
+// joins the group first; a consumer of this rankd joins it. The group
+// then uses range, the protocol both offer: each member holds three
+// partitions of each topic, whatever their weights.
+func TestOlderMemberMakesRange(t *testing.T) {
+	f := newFixture(t, testenv.Redis(t), 6)
+	w := &kafka.Writer{Addr: kafka.TCP(f.Broker.Addrs()...), BatchSize: 100, BatchTimeout: time.Millisecond,
+		RequiredAcks: kafka.RequireAll, Transport: &kafka.Transport{},
+		Balancer: kafka.BalancerFunc(func(m kafka.Message, ps ...int) int { return int(m.Key[0] - '0') })}
+	defer w.Close()
+	var msgs []kafka.Message
+	for _, topic := range f.Topics {
+		for i := range 60 {
+			msgs = append(msgs, kafka.Message{Topic: topic, Key: []byte{'0'}, Value: fmt.Appendf(nil, "%d", i)})
+		}
+	}
+	if err := w.WriteMessages(t.Context(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.consumerConfig()
+	old, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{ID: f.Group, Brokers: f.Broker.Addrs(), Topics: f.Topics,
+		HeartbeatInterval: cfg.HeartbeatInterval, SessionTimeout: cfg.SessionTimeout, RebalanceTimeout: cfg.RebalanceTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer func() { cancel(); _ = old.Close() }()
+	go func() { // hold each generation until the next rebalance
+		for ctx.Err() == nil {
+			gen, err := old.Next(ctx)
+			if err != nil {
+				continue
+			}
+			done := make(chan struct{})
+			gen.Start(func(gctx context.Context) { <-gctx.Done(); close(done) })
+			<-done
+		}
+	}()
+	cfg.Workers = 1
+	r := f.start(cfg, &countingSink{inner: nopSink{}})
+	f.waitReady(r)
+
+	client := f.LagClient()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		res, err := client.DescribeGroups(t.Context(), &kafka.DescribeGroupsRequest{GroupIDs: []string{f.Group}})
+		if err == nil && len(res.Groups) == 1 && res.Groups[0].GroupState == "Stable" && len(res.Groups[0].Members) == 2 {
+			// range: 3 partitions of each topic to each member (in the
+			// order the broker lists them); by weight, one member would
+			// hold two partitions 0 and the other the 16 others
+			var got []int
+			for _, m := range res.Groups[0].Members {
+				for _, tp := range m.MemberAssignments.Topics {
+					got = append(got, len(tp.Partitions))
+				}
+			}
+			if want := []int{3, 3, 3, 3, 3, 3}; slices.Equal(got, want) {
+				return
+			} else if time.Now().After(deadline) {
+				t.Fatalf("partitions per member and topic %v, want range's %v", got, want)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s not stable with 2 members: %+v, %v", f.Group, res, err)
+		}
+	}
+}
