@@ -25,19 +25,22 @@ import (
 // the retention, so it balances a backlog and live traffic alike.
 //
 // The group's leader computes the assignment (AssignGroups). When the
-// offsets cannot be read within balanceTimeout, every partition weighs the
+// offsets cannot be read within timeout (balanceTimeout, or half the
+// group's rebalance timeout if that is shorter), every partition weighs the
 // same and the assignment balances their number. Members that do not
 // offer this protocol (an older rankd) make the group use range, which
 // every member offers after it.
 type loadBalancer struct {
-	client *kafka.Client
-	log    *slog.Logger
+	client  *kafka.Client
+	log     *slog.Logger
+	timeout time.Duration
 }
 
 // balanceProtocol is the assignment protocol's name in the group.
 const balanceProtocol = "rankd-load"
 
-// balanceTimeout bounds the leader's offset requests during a rebalance.
+// balanceTimeout bounds the leader's offset requests during a rebalance
+// (and half the rebalance timeout: the members wait for the assignment).
 const balanceTimeout = 5 * time.Second
 
 func (loadBalancer) ProtocolName() string { return balanceProtocol }
@@ -45,7 +48,7 @@ func (loadBalancer) ProtocolName() string { return balanceProtocol }
 func (loadBalancer) UserData() ([]byte, error) { return nil, nil }
 
 func (b loadBalancer) AssignGroups(members []kafka.GroupMember, parts []kafka.Partition) kafka.GroupMemberAssignments {
-	ctx, cancel := context.WithTimeout(context.Background(), balanceTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
 	weights, err := partitionSizes(ctx, b.client, parts)
 	if err != nil {

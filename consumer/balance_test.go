@@ -268,3 +268,29 @@ func TestOlderMemberMakesRange(t *testing.T) {
 		}
 	}
 }
+
+// TestAssignGroupsOffsetsUnreadable: when the leader cannot read the
+// offsets (no broker answers), AssignGroups still assigns every partition,
+// spread by number: 6 each to 3 members, within its timeout.
+func TestAssignGroupsOffsetsUnreadable(t *testing.T) {
+	parts, w := partsOf(skewed)
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	b := loadBalancer{client: &kafka.Client{Addr: kafka.TCP("127.0.0.1:1"), Transport: tr, Timeout: 200 * time.Millisecond},
+		log: testLogger(t), timeout: 200 * time.Millisecond}
+	began := time.Now()
+	a := b.AssignGroups(membersOf(3, "comment", "gift", "like"), parts)
+	if took := time.Since(began); took > 5*time.Second {
+		t.Fatalf("AssignGroups took %v with a 200ms timeout", took)
+	}
+	loads(t, a, parts, w) // every partition once
+	for id, byTopic := range a {
+		n := 0
+		for _, ps := range byTopic {
+			n += len(ps)
+		}
+		if n != 6 {
+			t.Errorf("member %s got %d partitions, want 6: %v", id, n, a)
+		}
+	}
+}

@@ -105,7 +105,8 @@ func (w *worker) run(ctx, hard context.Context) error {
 	w.stop = ctx
 	tr := Transport(w.cfg.Dialer)
 	defer tr.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(w.cfg.Brokers...), Timeout: balanceTimeout, Transport: tr}
+	bt := min(balanceTimeout, w.cfg.RebalanceTimeout/2)
+	client := &kafka.Client{Addr: kafka.TCP(w.cfg.Brokers...), Timeout: bt, Transport: tr}
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:                w.cfg.Group,
 		Brokers:           w.cfg.Brokers,
@@ -117,7 +118,7 @@ func (w *worker) run(ctx, hard context.Context) error {
 		JoinGroupBackoff:  w.cfg.JoinGroupBackoff,
 		StartOffset:       w.cfg.StartOffset,
 		// by load first (balance.go); range is what older members offer
-		GroupBalancers: []kafka.GroupBalancer{loadBalancer{client: client, log: w.log}, kafka.RangeGroupBalancer{}},
+		GroupBalancers: []kafka.GroupBalancer{loadBalancer{client: client, log: w.log, timeout: bt}, kafka.RangeGroupBalancer{}},
 		// kafka-go logs and retries its own group errors; what reaches the
 		// worker is logged by the worker loop.
 		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...any) {
