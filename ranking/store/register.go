@@ -143,10 +143,10 @@ func (s *Store) registerBucket(ctx context.Context, head registerArgs, bucket st
 // registerIn adds ids to the sets of the bucket, incarnation and layer of
 // head, picked by the last bits of their shard hash, with one SADD per set
 // for all its IDs, and their verdicts, in pipelines (registerInFlight at
-// a time); it returns how many
-// it added. The keys are named as apply.lua's open() names them:
-// <dedupe prefix><bucket>.<incarnation>.<layer>:<set suffix>, and the
-// verdicts' hash <dedupe prefix><bucket>.<incarnation>.<ddVerdicts>.
+// a time); it returns how many it added. The keys are named as apply.lua's
+// open() names them: <dedupe prefix><bucket>.<incarnation>.<layer>:<set
+// suffix>, and the verdicts' hash
+// <dedupe prefix><bucket>.<incarnation>.<ddVerdicts>.
 func (s *Store) registerIn(ctx context.Context, head registerArgs, ids [][]HeldID, n, bits int) (int, error) {
 	mask := uint32(1)<<bits - 1
 	// the IDs in the order of their sets (a counting sort)
@@ -198,7 +198,8 @@ func (s *Store) registerIn(ctx context.Context, head registerArgs, ids [][]HeldI
 		})
 	}
 	var verdicts []any
-	for i := 0; i < len(order) && gctx.Err() == nil; {
+	i := 0
+	for i < len(order) && gctx.Err() == nil {
 		set := order[i].Key.shard() & mask
 		j := i
 		fps := make([]any, 0, 16)
@@ -223,8 +224,8 @@ func (s *Store) registerIn(ctx context.Context, head registerArgs, ids [][]HeldI
 	}
 	flush()
 	err := g.Wait()
-	if err == nil {
-		err = ctx.Err()
+	if err == nil && i < len(order) {
+		err = ctx.Err() // cut short between two pipelines
 	}
 	return int(added.Load()), err
 }
