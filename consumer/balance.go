@@ -62,17 +62,11 @@ func (b loadBalancer) AssignGroups(members []kafka.GroupMember, parts []kafka.Pa
 
 // partitionSizes returns the messages Kafka holds of each partition.
 func partitionSizes(ctx context.Context, client *kafka.Client, parts []kafka.Partition) (map[topicPart]int64, error) {
-	first := map[string][]kafka.OffsetRequest{}
-	last := map[string][]kafka.OffsetRequest{}
+	ids := map[string][]int{}
 	for _, p := range parts {
-		first[p.Topic] = append(first[p.Topic], kafka.FirstOffsetOf(p.ID))
-		last[p.Topic] = append(last[p.Topic], kafka.LastOffsetOf(p.ID))
+		ids[p.Topic] = append(ids[p.Topic], p.ID)
 	}
-	starts, err := listOffsets(ctx, client, first, true)
-	if err != nil {
-		return nil, err
-	}
-	ends, err := listOffsets(ctx, client, last, false)
+	starts, ends, err := logBounds(ctx, client, ids)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"testing"
 	"time"
@@ -136,10 +137,6 @@ func TestAssignByWeightEmpty(t *testing.T) {
 // five others (range would give one worker every partition 0 and 1).
 func TestLoadBalancedGroup(t *testing.T) {
 	f := newFixture(t, testenv.Redis(t), 6)
-	w := &kafka.Writer{Addr: kafka.TCP(f.Broker.Addrs()...), BatchSize: 100, BatchTimeout: time.Millisecond,
-		RequiredAcks: kafka.RequireAll, Transport: &kafka.Transport{},
-		Balancer: kafka.BalancerFunc(func(m kafka.Message, ps ...int) int { return int(m.Key[0] - '0') })}
-	defer w.Close()
 	var msgs []kafka.Message
 	for _, topic := range f.Topics {
 		for p := range 6 {
@@ -152,9 +149,7 @@ func TestLoadBalancedGroup(t *testing.T) {
 			}
 		}
 	}
-	if err := w.WriteMessages(t.Context(), msgs...); err != nil {
-		t.Fatal(err)
-	}
+	writeByKey(t, f, msgs)
 	sink := &countingSink{inner: nopSink{}}
 	cfg := f.consumerConfig()
 	cfg.Workers = 3
@@ -196,6 +191,19 @@ func TestLoadBalancedGroup(t *testing.T) {
 	}
 }
 
+// writeByKey writes msgs, each to the partition its key's first byte
+// names ('0' is partition 0).
+func writeByKey(t *testing.T, f *fixture, msgs []kafka.Message) {
+	t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(f.Broker.Addrs()...), BatchSize: 100, BatchTimeout: time.Millisecond,
+		RequiredAcks: kafka.RequireAll, Transport: &kafka.Transport{},
+		Balancer: kafka.BalancerFunc(func(m kafka.Message, ps ...int) int { return int(m.Key[0] - '0') })}
+	defer w.Close()
+	if err := w.WriteMessages(t.Context(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // nopSink applies nothing and dead-letters nothing.
 type nopSink struct{}
 
@@ -208,19 +216,13 @@ func (nopSink) Apply(context.Context, []kafka.Message) ([]DeadLetter, error) { r
 // partitions of each topic, whatever their weights.
 func TestOlderMemberMakesRange(t *testing.T) {
 	f := newFixture(t, testenv.Redis(t), 6)
-	w := &kafka.Writer{Addr: kafka.TCP(f.Broker.Addrs()...), BatchSize: 100, BatchTimeout: time.Millisecond,
-		RequiredAcks: kafka.RequireAll, Transport: &kafka.Transport{},
-		Balancer: kafka.BalancerFunc(func(m kafka.Message, ps ...int) int { return int(m.Key[0] - '0') })}
-	defer w.Close()
 	var msgs []kafka.Message
 	for _, topic := range f.Topics {
 		for i := range 60 {
 			msgs = append(msgs, kafka.Message{Topic: topic, Key: []byte{'0'}, Value: fmt.Appendf(nil, "%d", i)})
 		}
 	}
-	if err := w.WriteMessages(t.Context(), msgs...); err != nil {
-		t.Fatal(err)
-	}
+	writeByKey(t, f, msgs)
 	cfg := f.consumerConfig()
 	old, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{ID: f.Group, Brokers: f.Broker.Addrs(), Topics: f.Topics,
 		HeartbeatInterval: cfg.HeartbeatInterval, SessionTimeout: cfg.SessionTimeout, RebalanceTimeout: cfg.RebalanceTimeout})
@@ -270,13 +272,35 @@ func TestOlderMemberMakesRange(t *testing.T) {
 }
 
 // TestAssignGroupsOffsetsUnreadable: when the leader cannot read the
-// offsets (no broker answers), AssignGroups still assigns every partition,
-// spread by number: 6 each to 3 members, within its timeout.
+// offsets (a broker that accepts connections and never answers),
+// AssignGroups still assigns every partition, spread by number: 6 each to
+// 3 members, once its own timeout (200 ms) ends the wait; the client's
+// (30 s) would end it far later.
 func TestAssignGroupsOffsetsUnreadable(t *testing.T) {
 	parts, w := partsOf(skewed)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // accept, read nothing, answer nothing
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
 	tr := &kafka.Transport{}
 	defer tr.CloseIdleConnections()
-	b := loadBalancer{client: &kafka.Client{Addr: kafka.TCP("127.0.0.1:1"), Transport: tr, Timeout: 200 * time.Millisecond},
+	b := loadBalancer{client: &kafka.Client{Addr: kafka.TCP(ln.Addr().String()), Transport: tr, Timeout: 30 * time.Second},
 		log: testLogger(t), timeout: 200 * time.Millisecond}
 	began := time.Now()
 	a := b.AssignGroups(membersOf(3, "comment", "gift", "like"), parts)

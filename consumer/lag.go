@@ -34,24 +34,15 @@ func GroupLag(ctx context.Context, client *kafka.Client, group string, topics []
 		return nil, fmt.Errorf("reading metadata: %w", err)
 	}
 	parts := map[string][]int{}
-	first := map[string][]kafka.OffsetRequest{}
-	last := map[string][]kafka.OffsetRequest{}
 	for _, t := range md.Topics {
 		if t.Error != nil {
 			return nil, fmt.Errorf("metadata of topic %s: %w", t.Name, t.Error)
 		}
 		for _, p := range t.Partitions {
 			parts[t.Name] = append(parts[t.Name], p.ID)
-			first[t.Name] = append(first[t.Name], kafka.FirstOffsetOf(p.ID))
-			last[t.Name] = append(last[t.Name], kafka.LastOffsetOf(p.ID))
 		}
 	}
-	// Two requests: a broker may refuse a partition twice in one.
-	starts, err := listOffsets(ctx, client, first, true)
-	if err != nil {
-		return nil, err
-	}
-	ends, err := listOffsets(ctx, client, last, false)
+	starts, ends, err := logBounds(ctx, client, parts)
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +86,27 @@ func GroupLag(ctx context.Context, client *kafka.Client, group string, topics []
 type topicPart struct {
 	topic     string
 	partition int
+}
+
+// logBounds returns the first and the last (next) offset Kafka holds of
+// each partition of parts (topic -> IDs).
+func logBounds(ctx context.Context, client *kafka.Client, parts map[string][]int) (starts, ends map[topicPart]int64, err error) {
+	first := map[string][]kafka.OffsetRequest{}
+	last := map[string][]kafka.OffsetRequest{}
+	for topic, ids := range parts {
+		for _, id := range ids {
+			first[topic] = append(first[topic], kafka.FirstOffsetOf(id))
+			last[topic] = append(last[topic], kafka.LastOffsetOf(id))
+		}
+	}
+	// Two requests: a broker may refuse a partition twice in one.
+	if starts, err = listOffsets(ctx, client, first, true); err != nil {
+		return nil, nil, err
+	}
+	if ends, err = listOffsets(ctx, client, last, false); err != nil {
+		return nil, nil, err
+	}
+	return starts, ends, nil
 }
 
 func listOffsets(ctx context.Context, client *kafka.Client, reqs map[string][]kafka.OffsetRequest, first bool) (map[topicPart]int64, error) {
