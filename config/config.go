@@ -97,6 +97,10 @@ type Redis struct {
 	Prefix    string
 	DedupeTTL time.Duration // how long message IDs are remembered; default 24h
 	PoolSize  int           // 0: the client's default
+	// CallUpdates bounds the board updates one apply script call carries,
+	// which bounds how long one call keeps Redis from other clients;
+	// default DefaultCallUpdates.
+	CallUpdates int
 }
 
 // Cluster reports whether Redis is a cluster (Addrs set).
@@ -257,6 +261,9 @@ const (
 	DefaultShutdownTimeout   = 10 * time.Second
 	DefaultPrefix            = "rankd"
 	DefaultDedupeTTL         = 24 * time.Hour
+	DefaultCallUpdates       = 1000 // as store.DefaultCallSize (internal/assembly checks)
+	MinCallUpdates           = 50
+	MaxCallUpdates           = 10_000
 	DefaultRolloverLead      = 10 * time.Minute
 	DefaultRolloverInterval  = time.Minute
 	DefaultStandingsTopic    = "rankd-standings"
@@ -284,7 +291,7 @@ func defaults() *Config {
 			RebalanceTimeout:  DefaultRebalanceTimeout,
 			ShutdownTimeout:   DefaultShutdownTimeout,
 		},
-		Redis:    Redis{Prefix: DefaultPrefix, DedupeTTL: DefaultDedupeTTL},
+		Redis:    Redis{Prefix: DefaultPrefix, DedupeTTL: DefaultDedupeTTL, CallUpdates: DefaultCallUpdates},
 		HTTP:     defaultHTTP(),
 		API:      defaultAPI(),
 		Rollover: Rollover{Lead: DefaultRolloverLead, Interval: DefaultRolloverInterval},

@@ -111,6 +111,9 @@ func TestBase(t *testing.T) {
 	if b := c.Board("b"); b.Window != ranking.WindowPeriodic || b.Retention != 50*time.Hour+5*time.Minute {
 		t.Errorf("board = %+v", b)
 	}
+	if c.Redis.CallUpdates != 1000 {
+		t.Errorf("default redis.call_updates = %d, want 1000", c.Redis.CallUpdates)
+	}
 }
 
 func TestBrokenConfigs(t *testing.T) {
@@ -123,6 +126,8 @@ func TestBrokenConfigs(t *testing.T) {
 		{"unknown board key", "every: 1d", "evry: 1d", `t.yaml:5:5: boards[0].evry: unknown key "evry"`},
 		{"unknown route key", "member: anchor_id", "membr: anchor_id", `t.yaml:8:5: routes[0].membr: unknown key "membr"`},
 		{"duplicate key", "every: 1d", "every: 1d\n    every: 1w", `t.yaml:6:5: boards[0].every: duplicate key`},
+		{"call_updates too small", `addr: "localhost:6379"`, `addr: "localhost:6379", call_updates: 10`, `t.yaml:2:47: redis.call_updates: must be 50 to 10000, got 10`},
+		{"call_updates too large", `addr: "localhost:6379"`, `addr: "localhost:6379", call_updates: 20000`, `t.yaml:2:47: redis.call_updates: must be 50 to 10000, got 20000`},
 		{"bad unit", "every: 1d", "every: 2d", `t.yaml:5:12: boards[0].every: invalid period unit "2d"`},
 		{"bad type", "kafka: {brokers", "kafka: {workers: many, brokers", `t.yaml:1:18: kafka.workers: want an integer, got "many"`},
 		{"list for a scalar", "every: 1d", "every: [1d]", `t.yaml:5:12: boards[0].every: want a single value, got a list`},
@@ -413,7 +418,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		want    string // the accepted keys, from the unknown-key error
 	}{
 		{"kafka", "batch, brokers, dead_letter_topic, future_skew, group, heartbeat_interval, max_message_bytes, max_wait, min_bytes, rebalance_timeout, sasl, session_timeout, shutdown_timeout, tls, topics, workers"},
-		{"redis", "addr, addrs, db, dedupe_ttl, password, password_file, pool_size, prefix, sentinel, tls, username"},
+		{"redis", "addr, addrs, call_updates, db, dedupe_ttl, password, password_file, pool_size, prefix, sentinel, tls, username"},
 		{"http", "idle_timeout, listen, max_conns, max_header_bytes, metrics_listen, read_header_timeout, read_timeout, token, token_file, write_timeout"},
 		{"api", "cache_max_bytes, cache_refresh, cache_ttl, concurrent_reads, concurrent_writes, redis_budget, yield_latency"},
 		{"rollover", "interval, lead"},

@@ -64,13 +64,14 @@ func (l *loader) decodeRoot(root *yaml.Node, c *Config, s *spec) {
 		},
 		"redis": func(n *yaml.Node, p string) {
 			l.mapping(n, p, map[string]field{
-				"addr":       l.str(&r.Addr),
-				"addrs":      l.strs(&r.Addrs),
-				"db":         l.integer(&r.DB),
-				"password":   l.inlineSecret(EnvRedisPassword, "redis.password_file"),
-				"prefix":     l.str(&r.Prefix),
-				"dedupe_ttl": l.duration(&r.DedupeTTL),
-				"pool_size":  l.integer(&r.PoolSize),
+				"addr":         l.str(&r.Addr),
+				"addrs":        l.strs(&r.Addrs),
+				"db":           l.integer(&r.DB),
+				"password":     l.inlineSecret(EnvRedisPassword, "redis.password_file"),
+				"prefix":       l.str(&r.Prefix),
+				"dedupe_ttl":   l.duration(&r.DedupeTTL),
+				"pool_size":    l.integer(&r.PoolSize),
+				"call_updates": l.integer(&r.CallUpdates),
 
 				// secure.go
 				"username":      l.str(&r.Username),

@@ -31,7 +31,7 @@ func (cfg *Config) Print(w io.Writer, at time.Time, keys func(*ranking.Board) st
 	default:
 		fmt.Fprintf(tw, "redis\t%s db %d", r.Addr, r.DB)
 	}
-	fmt.Fprintf(tw, ", prefix %s, dedupe TTL %s\n", r.Prefix, dur(r.DedupeTTL))
+	fmt.Fprintf(tw, ", prefix %s, dedupe TTL %s, %d updates per call\n", r.Prefix, dur(r.DedupeTTL), r.CallUpdates)
 	fmt.Fprintf(tw, "http\t%s\n", cfg.HTTP.Listen)
 	fmt.Fprintf(tw, "rollover\tlead %s, every %s\n", dur(cfg.Rollover.Lead), dur(cfg.Rollover.Interval))
 	label := "security"

@@ -140,6 +140,9 @@ func (l *loader) validateRedis(c *Config) {
 	if r.PoolSize < 0 {
 		l.errorf("redis.pool_size", "must not be negative, got %d", r.PoolSize)
 	}
+	if r.CallUpdates < MinCallUpdates || r.CallUpdates > MaxCallUpdates {
+		l.errorf("redis.call_updates", "must be %d to %d, got %d", MinCallUpdates, MaxCallUpdates, r.CallUpdates)
+	}
 }
 
 // validateSentinel checks redis.sentinel: a master name, at least one

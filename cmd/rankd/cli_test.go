@@ -159,7 +159,7 @@ func TestConfigCheck(t *testing.T) {
 		"keys     rankd:{hot_news}:t:all",
 		`[0] gift when gift_id == "ice_castle": member anchor_id, score count -> anchor_luck_day, anchor_luck_total`,
 		"[4] comment when news_id != \"\": member news_id, score 432, base news_ts / 1000 -> hot_news",
-		"redis     localhost:6379 db 0, prefix rankd, dedupe TTL 24h",
+		"redis     localhost:6379 db 0, prefix rankd, dedupe TTL 24h, 1000 updates per call",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q", want)

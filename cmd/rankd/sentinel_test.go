@@ -52,7 +52,7 @@ func TestConfigCheckSentinel(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{
-		"redis     sentinel master rankd-primary via 10.0.0.1:26379,10.0.0.2:26379 db 0, prefix rankd, dedupe TTL 24h",
+		"redis     sentinel master rankd-primary via 10.0.0.1:26379,10.0.0.2:26379 db 0, prefix rankd, dedupe TTL 24h, 1000 updates per call",
 		"security  redis tls off, password: none; sentinels user watcher, password: RANKD_REDIS_SENTINEL_PASSWORD",
 	} {
 		if !strings.Contains(stdout, want) {

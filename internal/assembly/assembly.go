@@ -61,6 +61,7 @@ func NewStore(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger) (
 	return store.New(rdb, cfg.Boards(),
 		store.WithPrefix(cfg.Redis.Prefix),
 		store.WithDedupeTTL(cfg.Redis.DedupeTTL),
+		store.WithCallSize(cfg.Redis.CallUpdates),
 		store.WithBoardTopics(feeds),
 		store.WithLogger(log))
 }

@@ -30,6 +30,7 @@ func TestDefaultsAgree(t *testing.T) {
 		{"kafka.shutdown_timeout", config.DefaultShutdownTimeout, consumer.DefaultShutdownTimeout},
 		{"redis.prefix", config.DefaultPrefix, store.DefaultPrefix},
 		{"redis.dedupe_ttl", config.DefaultDedupeTTL, store.DefaultDedupeTTL},
+		{"redis.call_updates", config.DefaultCallUpdates, store.DefaultCallSize},
 		{"rollover.lead", config.DefaultRolloverLead, store.DefaultRolloverLead},
 		{"rollover.interval", config.DefaultRolloverInterval, store.DefaultRolloverInterval},
 		{"standings.topic", config.DefaultStandingsTopic, consumer.DefaultStandingsTopic},

@@ -129,8 +129,12 @@ var replanPause = 2 * time.Second
 // duplicate or a member near its range and were sent again per update.
 func (s *Store) PackedCalls() (held, replanned int64) { return s.packs.Load(), s.replans.Load() }
 
-// WithCallSize bounds the updates carried by one script call (default 500),
-// which bounds how long one call blocks Redis.
+// DefaultCallSize is the updates one script call carries at most unless
+// WithCallSize says otherwise.
+const DefaultCallSize = 1000
+
+// WithCallSize bounds the updates carried by one script call (default
+// DefaultCallSize), which bounds how long one call blocks Redis.
 func WithCallSize(n int) Option { return func(s *Store) { s.maxCall = n } }
 
 // WithRolloverChunk sets how many members of S(k-1) one rollover script
@@ -218,7 +222,7 @@ func newBoardState(b *ranking.Board) (*boardState, error) {
 func New(rdb redis.UniversalClient, boards []*ranking.Board, opts ...Option) (*Store, error) {
 	s := &Store{
 		rdb: rdb, boards: map[string]*boardState{}, prefix: DefaultPrefix, ttl: DefaultDedupeTTL, ddMinSets: DefaultDedupeMinSets,
-		now: time.Now, log: slog.Default(), maxCall: 500, pack: true, chunk: 128, lockTTL: 30 * time.Second,
+		now: time.Now, log: slog.Default(), maxCall: DefaultCallSize, pack: true, chunk: 128, lockTTL: 30 * time.Second,
 		known: map[dimsKey]time.Time{}, rollWait: 30 * time.Second, idle: DefaultIdleTimeout, enc: &argEncoding{},
 	}
 	_, s.cluster = rdb.(*redis.ClusterClient)

@@ -565,6 +565,15 @@ func (e *env) resetStats(ctx context.Context) error {
 	if err := e.admin.ConfigResetStat(ctx).Err(); err != nil {
 		return fmt.Errorf("CONFIG RESETSTAT: %w", err)
 	}
+	// every call over a millisecond is kept, for Commands' longest calls
+	for _, kv := range [][2]string{{"slowlog-log-slower-than", "1000"}, {"slowlog-max-len", "100000"}} {
+		if err := e.admin.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+			return fmt.Errorf("CONFIG SET %s: %w", kv[0], err)
+		}
+	}
+	if err := e.admin.SlowLogReset(ctx).Err(); err != nil {
+		return fmt.Errorf("SLOWLOG RESET: %w", err)
+	}
 	return nil
 }
 

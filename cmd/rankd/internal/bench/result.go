@@ -143,6 +143,11 @@ type Commands struct {
 	// OutsideUsPerEvent is the Redis CPU outside any command: network,
 	// protocol parsing, the event loop.
 	OutsideUsPerEvent float64 `json:"outside_commands_us_per_event"`
+	// LongestScriptMs is the longest script call Redis ran (SLOWLOG),
+	// the longest a command of another client waited behind one call;
+	// ScriptsOver5ms counts the script calls longer than 5 ms.
+	LongestScriptMs float64 `json:"longest_script_ms"`
+	ScriptsOver5ms  int     `json:"scripts_over_5ms"`
 	// Stats are the commands called, most time first.
 	Stats []CommandStat `json:"stats"`
 }
@@ -354,8 +359,8 @@ func (r *Result) WriteTable(w io.Writer) {
 		if d.c == nil {
 			continue
 		}
-		fmt.Fprintf(w, "%s Redis µs/event: scripts %.2f (commands in them %.2f + Lua and call overhead %.2f), outside commands %.2f; by command (calls/event, µs/call):",
-			d.name, d.c.ScriptsUsPerEvent, d.c.InScriptsUsPerEvent, d.c.LuaUsPerEvent, d.c.OutsideUsPerEvent)
+		fmt.Fprintf(w, "%s Redis µs/event: scripts %.2f (commands in them %.2f + Lua and call overhead %.2f; longest call %.2f ms, %d over 5 ms), outside commands %.2f; by command (calls/event, µs/call):",
+			d.name, d.c.ScriptsUsPerEvent, d.c.InScriptsUsPerEvent, d.c.LuaUsPerEvent, d.c.LongestScriptMs, d.c.ScriptsOver5ms, d.c.OutsideUsPerEvent)
 		for i, st := range d.c.Stats {
 			if i == 8 {
 				break

@@ -167,6 +167,21 @@ func (e *env) commandStats(ctx context.Context, events int64, redisCPU time.Dura
 		all += st.Usec
 	}
 	out.OutsideUsPerEvent = per(redisCPU.Microseconds() - all)
+	logs, err := e.admin.SlowLogGet(ctx, -1).Result()
+	if err != nil {
+		return Commands{}, fmt.Errorf("SLOWLOG GET: %w", err)
+	}
+	var longest time.Duration
+	for _, l := range logs {
+		if len(l.Args) == 0 || !isScript(strings.ToLower(fmt.Sprint(l.Args[0]))) {
+			continue
+		}
+		longest = max(longest, l.Duration)
+		if l.Duration > 5*time.Millisecond {
+			out.ScriptsOver5ms++
+		}
+	}
+	out.LongestScriptMs = ms(longest)
 	return out, nil
 }
 
