@@ -33,6 +33,9 @@ type Consumer struct {
 	lagTotal   atomic.Int64 // total lag at that computation
 	mu         sync.Mutex
 	workers    []*worker // while Run is consuming
+	// haltMu orders the updates of rankd_sink_partitions_behind, so that
+	// the last one counts every change before it (haltChanged)
+	haltMu sync.Mutex
 }
 
 // New returns a Consumer of cfg's topics delivering to sink. Options:
@@ -290,8 +293,13 @@ func (c *Consumer) Halted() []string {
 	return out
 }
 
-// haltChanged updates rankd_sink_partitions_behind.
+// haltChanged updates rankd_sink_partitions_behind. Workers call it after
+// each change of their halted sets, at once when all resume after a
+// replay: counting and setting under one lock, the last call sets a count
+// taken after every change, never one another worker's update outdated.
 func (c *Consumer) haltChanged() {
+	c.haltMu.Lock()
+	defer c.haltMu.Unlock()
 	c.m.behind.Set(float64(len(c.Halted())))
 }
 

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -191,5 +194,36 @@ func TestBehindCountsMessages(t *testing.T) {
 	}
 	if !behind(cfg, f, b) {
 		t.Errorf("not behind with a full batch, want behind")
+	}
+}
+
+// TestBehindGaugeAfterConcurrentChanges: workers halting and resuming
+// partitions at once (as all do when `rankd replay` has rebuilt the
+// boards) leave rankd_sink_partitions_behind at what is halted in the end,
+// not at a count one of them took before another's change.
+func TestBehindGaugeAfterConcurrentChanges(t *testing.T) {
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Consumer{m: m, log: slog.New(slog.DiscardHandler)}
+	ws := []*worker{newWorker(c, 0, nil), newWorker(c, 1, nil), newWorker(c, 2, nil)}
+	c.workers = ws
+	for i := range 3000 {
+		var wg sync.WaitGroup
+		for j, w := range ws {
+			wg.Go(func() {
+				for p := range 4 {
+					w.setHalted(partitionKey{"t", 4*j + p}, "lost")
+				}
+				for p := range 4 {
+					w.setHalted(partitionKey{"t", 4*j + p}, "")
+				}
+			})
+		}
+		wg.Wait()
+		if got := testutil.ToFloat64(m.behind); got != 0 {
+			t.Fatalf("round %d: rankd_sink_partitions_behind = %v with nothing halted, want 0", i, got)
+		}
 	}
 }
