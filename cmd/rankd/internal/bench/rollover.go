@@ -88,12 +88,8 @@ func (e *env) rollover(ctx context.Context) (*Rollover, error) {
 	if err := rdb.SAdd(ctx, rolloverPrefix+":dims:"+rolloverBoard, tag).Err(); err != nil {
 		return nil, err
 	}
-	for _, kv := range [][2]string{{"slowlog-log-slower-than", "1000"}, {"slowlog-max-len", "100000"}} {
-		if err := rdb.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
-			return nil, err
-		}
-	}
-	defer rdb.ConfigSet(context.WithoutCancel(ctx), "slowlog-log-slower-than", "10000")
+	// flush set SLOWLOG to keep every call over 1 ms (resetStats); only
+	// the rollover's are wanted, not the prefill's
 	if err := rdb.SlowLogReset(ctx).Err(); err != nil {
 		return nil, err
 	}
