@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"strings"
@@ -225,5 +226,68 @@ func TestBehindGaugeAfterConcurrentChanges(t *testing.T) {
 		if got := testutil.ToFloat64(m.behind); got != 0 {
 			t.Fatalf("round %d: rankd_sink_partitions_behind = %v with nothing halted, want 0", i, got)
 		}
+	}
+}
+
+// TestLingerCountsFromFirstFetch: a batch closes Linger after its first
+// message was fetched, not Linger after the worker began filling it. A
+// message that waited out the linger behind the previous batch's apply
+// goes at once, with what else is fetched already (Linger is an hour
+// here: waiting it would hang the test), while a batch whose first
+// message is fresh waits for more.
+func TestLingerCountsFromFirstFetch(t *testing.T) {
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Consumer{cfg: Config{Linger: time.Hour, QueueCapacity: 1000}, m: m, log: slog.New(slog.DiscardHandler)}
+	w := newWorker(c, 0, nil)
+	f := newFeed(t.Context(), c.cfg, slog.New(slog.DiscardHandler))
+	part := &feedPart{}
+	chunk := func(n int, at int64) fed {
+		return fed{msgs: make([]kafka.Message, n), k: partitionKey{"t", 0}, part: part, at: at}
+	}
+	old := mono() - int64(2*time.Hour)
+	if !f.send(t.Context(), chunk(3, old)) || !f.send(t.Context(), chunk(2, mono())) {
+		t.Fatal("send failed")
+	}
+	b := &batch{maxCount: 100, maxBytes: 1 << 20}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.fill(t.Context(), f, b, nil)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("fill still lingering 10 s after a batch whose first message was fetched 2 h ago")
+	}
+	if len(b.msgs) != 5 || b.first != old {
+		t.Errorf("batch of %d messages, first fetched at %d; want 5, at %d", len(b.msgs), b.first, old)
+	}
+
+	// A fresh first message: fill waits for more until its context ends.
+	b.reset()
+	if !f.send(t.Context(), chunk(1, mono())) {
+		t.Fatal("send failed")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		w.fill(ctx, f, b, nil)
+	}()
+	if !f.send(t.Context(), chunk(4, mono())) {
+		t.Fatal("send failed")
+	}
+	select {
+	case <-done:
+		t.Fatal("fill returned before the linger of a fresh batch ended")
+	case <-time.After(200 * time.Millisecond):
+	}
+	cancel()
+	<-done
+	if len(b.msgs) != 5 {
+		t.Errorf("batch of %d messages, want 5 (both chunks, taken while lingering)", len(b.msgs))
 	}
 }

@@ -399,7 +399,21 @@ func (w *worker) fill(ctx context.Context, f *feed, b *batch, wake <-chan time.T
 	if b.full() {
 		return false
 	}
-	linger := time.NewTimer(w.cfg.Linger)
+	// Linger counts from the fetch of the batch's first message: one that
+	// waited for the previous batch's apply has waited already.
+	wait := w.cfg.Linger - time.Duration(mono()-b.first)
+	if wait <= 0 {
+		for !b.full() { // what is already fetched, no more
+			select {
+			case m := <-f.ch:
+				w.take(f, b, f.got(m))
+			default:
+				return false
+			}
+		}
+		return false
+	}
+	linger := time.NewTimer(wait)
 	defer linger.Stop()
 	for !b.full() {
 		select {

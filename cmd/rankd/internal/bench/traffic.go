@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -38,10 +39,18 @@ const (
 
 // TrafficChild runs this process as the traffic child of a `rankd bench`
 // when it was started to be one (ok true); otherwise it returns at once.
+//
+// The child runs on one CPU at a time (GOMAXPROCS 1): it needs a fraction
+// of one, and a second P only adds idle spinning and a garbage collector
+// running beside the producer, CPU that rankd, Redis and the broker on the
+// same machine then lack (at 44,000 events/s: 0.29-0.30 of a CPU with
+// two, 0.25 with one, 2026-11-29). A poller that waits for the P behind
+// the producer sees its marker later, never sooner.
 func TrafficChild() (code int, ok bool) {
 	if loadgen.ChildKind() != trafficKind {
 		return 0, false
 	}
+	runtime.GOMAXPROCS(1)
 	return trafficMain(os.Stdin, os.Stdout), true
 }
 
