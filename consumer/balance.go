@@ -22,8 +22,9 @@ import (
 // partitions of every topic to each of 3 members, in the order the
 // leader's metadata lists them) gave the members 46.3%, 29.0% and 24.7% of
 // the events in a logged drain (44.1% at most with the partitions listed
-// in order); a drain then ends with one worker applying alone. What a partition holds is its share of the traffic over
-// the retention, so it balances a backlog and live traffic alike.
+// in order); a drain then ends with one worker applying alone. What a
+// partition holds is its share of the traffic over the retention, so it
+// balances a backlog and live traffic alike.
 //
 // The group's leader computes the assignment (AssignGroups). When the
 // offsets cannot be read within timeout (balanceTimeout, or half the
