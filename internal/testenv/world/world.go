@@ -70,7 +70,10 @@ func New(t *testing.T, rsrv *testenv.RedisServer, partitions int) *World {
 	w.DLQ = w.Broker.Topic(t, "dlq")
 	CreateTopic(t, w.Broker.Addrs(), w.DLQ, 1, 4<<20)
 	w.Group = w.Broker.Topic(t, "group")
-	w.RDB = rsrv.Client(t)
+	// As rankd's own client (assembly.NewRedis): go-redis never resends a
+	// pipeline; the consumer's retry does, visibly (its metrics and log).
+	w.RDB = redis.NewClient(&redis.Options{Addr: rsrv.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = w.RDB.Close() })
 	w.Prefix = testenv.Prefix(t)
 	w.Store, err = store.New(w.RDB, cfg.Boards(), store.WithPrefix(w.Prefix))
 	if err != nil {
