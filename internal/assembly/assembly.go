@@ -154,10 +154,6 @@ func New(cfg *config.Config, log *slog.Logger, tune Tuning) (*Stack, error) {
 				return float64(replanned)
 			}))
 	}
-	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Namespace: "rankd", Subsystem: "sink", Name: "generation_replans_total",
-		Help: "Batches planned again because the boards' generations had changed since rankd last read them (a replay began or switched a build, or its lock expired)."},
-		func() float64 { return float64(st.StaleViews()) }))
 	copts := []consumer.Option{consumer.WithRegisterer(reg), consumer.WithLogger(log)}
 	sink, err := consumer.NewRankingSink(cfg.Schemas(), router, st, copts...)
 	if err != nil {

@@ -38,7 +38,6 @@ type call struct {
 	head   positionArgs
 	sp     []spanArgs
 	mk     []markArgs
-	vw     []viewArgs
 	packed bool
 	folds  []foldArgs
 	fsums  [][]int // per fold: its sums, in order of first update
@@ -115,14 +114,13 @@ func (c *call) release() {
 	clear(c.argv)
 	clear(c.sp)
 	clear(c.mk)
-	clear(c.vw)
 	clear(c.sums)
 	clear(c.sumAt)
 	for i := range c.fsums {
 		c.fsums[i] = c.fsums[i][:0]
 	}
 	*c = call{groups: c.groups, gorder: c.gorder[:0], events: c.events[:0], evs: c.evs[:0], ups: c.ups[:0],
-		sh: c.sh[:0], argv: c.argv[:0], sp: c.sp[:0], mk: c.mk[:0], vw: c.vw[:0], folds: c.folds[:0], fsums: c.fsums[:0],
+		sh: c.sh[:0], argv: c.argv[:0], sp: c.sp[:0], mk: c.mk[:0], folds: c.folds[:0], fsums: c.fsums[:0],
 		sums: c.sums[:0], sumAt: c.sumAt, pre: c.pre[:0], blob: c.blob[:0]}
 	callPool.Put(c)
 }
@@ -210,54 +208,17 @@ func nUpdates(evs []Event) int {
 	return n
 }
 
-// errStaleView is a batch whose first call found other generations than
-// it was planned for (luaRefusedView): nothing of it was applied.
-var errStaleView = errors.New("the boards' generations changed")
-
-// viewAttempts bounds how often one Apply plans a batch again for
-// generations that changed meanwhile.
-const viewAttempts = 5
-
 // applyAll applies evs to the generations they go to (see Apply), checking
 // spans (ApplyFrom) and writing marks, in one pipeline.
-//
-// A checked batch on one Redis (live consumption) is planned for the
-// generations the store read at most genRefresh ago, without a round trip
-// of its own, and its first call checks them (apply.lua, "The view"):
-// when a replay began or switched a build, or its lock expired, meanwhile,
-// the call is refused before anything changed, and the batch is planned
-// again for the generations read anew. Other Applies read the generations
-// first, as a cluster must (the gens hash lives in another slot than most
-// calls).
 func (s *Store) applyAll(ctx context.Context, evs []Event, spans []Span, marks []Mark) (ranking.Result, error) {
-	checked := s.root == nil && !s.cluster && len(spans) > 0
-	for attempt := 1; ; attempt++ {
-		res, err := s.applyOnce(ctx, evs, spans, marks, checked, checked && attempt == 1)
-		if !errors.Is(err, errStaleView) {
-			return res, err
-		}
-		s.stale.Add(1)
-		if attempt == viewAttempts {
-			return res, fmt.Errorf("applying batch: the boards' generations changed %d times while it was applied", attempt)
-		}
-	}
-}
-
-// applyOnce is one attempt of applyAll: view makes its first call check
-// the generations it was planned for, cached lets it plan for cached ones.
-func (s *Store) applyOnce(ctx context.Context, evs []Event, spans []Span, marks []Mark, view, cached bool) (ranking.Result, error) {
 	n := nUpdates(evs)
 	res := ranking.Result{Status: make([]ranking.Status, n), Repeated: make([]bool, n)}
 	if n == 0 && len(marks) == 0 && len(spans) == 0 {
 		return res, nil
 	}
-	parts, gs, err := s.parts(ctx, evs, cached)
+	parts, err := s.parts(ctx, evs)
 	if err != nil {
 		return res, err
-	}
-	var views []viewArgs
-	if view {
-		views = viewOf(gs, evs)
 	}
 	var calls []*call
 	defer func() {
@@ -319,15 +280,11 @@ func (s *Store) applyOnce(ctx context.Context, evs []Event, spans []Span, marks 
 				mk = root.markArgs(marks, s.root == nil)
 			}
 		}
-		vw := c.vw[:0]
-		if k == 0 {
-			vw = append(vw, views...)
-		}
-		head.nSpans, head.nMarks, head.nViews = len(sp), len(mk), len(vw)
+		head.nSpans, head.nMarks = len(sp), len(mk)
 		if c.decided {
 			c.callID = nonce + "." + strconv.Itoa(k)
 		}
-		c.head, c.sp, c.mk, c.vw = head, sp, mk, vw
+		c.head, c.sp, c.mk = head, sp, mk
 		c.packed = pack && !c.decided
 		c.argv = c.args(c.view)
 	}
@@ -411,14 +368,7 @@ func (s *Store) exec(ctx context.Context, parts []*genPart, calls []*call, spans
 			if err != nil {
 				return fmt.Errorf("applying batch: %w", err)
 			}
-			ref, ok := refusal(out)
-			if ok && ref == luaRefusedView {
-				// the first call (the only one with a view), so none of
-				// the others applied: each expects the record of the one
-				// before it
-				return errStaleView
-			}
-			if ok && ref == luaRefusedReplan && c.packed {
+			if ref, ok := refusal(out); ok && ref == luaRefusedReplan && c.packed {
 				// it met a duplicate (a redelivery) or a member near its
 				// range: per update from now on, and for a while
 				s.replanned.Store(time.Now().UnixNano())
@@ -809,7 +759,7 @@ func (c *call) args(s *Store) []any {
 		rows += len(table)
 	}
 	ms := make([]int64, 2*rows) // the periods' start and end: args point into it
-	args := slices.Grow(c.argv[:0], 12+len(spanFields)*len(spans)+len(markFields)*len(marks)+len(viewFields)*len(c.vw)+len(dedupeFields)+
+	args := slices.Grow(c.argv[:0], 12+len(spanFields)*len(spans)+len(markFields)*len(marks)+len(dedupeFields)+
 		1+len(c.gorder)*len(boardFields)+1+len(c.gorder)*(len(groupFields)+1)+3*rows+
 		1+len(eventFields)*len(c.evs)+len(updateFields)*len(c.ups))
 	args = append(args, argsPlain, s.prefix, s.dedupePrefix(c.slot)) // argsPlain: as sent plain; wire packs the rest otherwise
@@ -819,9 +769,6 @@ func (c *call) args(s *Store) []any {
 	}
 	for i := range marks {
 		args = marks[i].add(args)
-	}
-	for i := range c.vw {
-		args = c.vw[i].add(args)
 	}
 	dd := dedupeArgs{ttlMs: s.ttl.Milliseconds(), minSets: s.ddMinSets, callID: c.callID}
 	args = dd.add(args)

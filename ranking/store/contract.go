@@ -92,11 +92,6 @@ const (
 	// anything (the IDs it had added are removed again); the caller sends
 	// it again per update.
 	luaRefusedReplan luaRefusal = 3
-	// luaRefusedView: the generations the call was planned for (its
-	// viewArgs) are no longer those of the gens hash: a replay began or
-	// switched a build, or its lock expired. Nothing follows; the caller
-	// reads the generations again and plans the batch again.
-	luaRefusedView luaRefusal = 4
 )
 
 // Key kinds: the part of a key after its hash tag (Key), the suffixes of
@@ -252,7 +247,6 @@ var luaConsts = append(luaEnums(), []luaConst{
 	{"ST_OUT_OF_RANGE", luaOutOfRange}, {"ST_REPEAT_LATE", luaRepeatLate}, {"ST_REPEAT_RANGE", luaRepeatRange},
 	{"LATE_GP", luaLateGP},
 	{"REFUSED_POSITION", luaRefusedPosition}, {"REFUSED_GENS", luaRefusedGens}, {"REFUSED_REPLAN", luaRefusedReplan},
-	{"REFUSED_VIEW", luaRefusedView},
 	{"ST_BY_SCRIPT", luaByScript}, {"ARGS_MSGPACK", argsMsgpack}, {"ARGS_PLAIN", argsPlain},
 	{"MARKS_KEPT", marksKept}, {"GENS_NONE", gensNone}, {"POS_GENS", posGens},
 	{"KIND_PERIOD", KindPeriod}, {"KIND_ROLLING", KindRolling}, {"KIND_TOTAL", KindTotal}, {"KIND_META", KindMeta}, {"KIND_COUNT", KindCount},
@@ -478,29 +472,14 @@ type positionArgs struct {
 	nSpans    int
 	lastKey   string // <base>:wm:last, the partitions' latest marks
 	nMarks    int
-	nViews    int // viewArgs after the marks: the generations the batch was planned for
 }
 
 // positionFields are positionArgs' Lua names, in ARGV order.
-var positionFields = []string{"poskey", "gkey", "gcheck", "nspan", "lkey", "nmark", "nview"}
+var positionFields = []string{"poskey", "gkey", "gcheck", "nspan", "lkey", "nmark"}
 
 func (p *positionArgs) add(args []any) []any {
-	return append(args, p.posKey, p.gensKey, b01(p.gensCheck), p.nSpans, p.lastKey, p.nMarks, p.nViews)
+	return append(args, p.posKey, p.gensKey, b01(p.gensCheck), p.nSpans, p.lastKey, p.nMarks)
 }
-
-// viewArgs is one board's generations as the batch was planned for them
-// (Store.parts), which the first call of a checked batch checks against the
-// gens hash before it changes anything (luaRefusedView).
-type viewArgs struct {
-	board    string
-	active   string // the active generation, "" for generation 0 (the gens hash has no field then)
-	building string // the generation being built, "" for none (or one whose replay lock expired)
-}
-
-// viewFields are viewArgs' Lua names, in ARGV order.
-var viewFields = []string{"board", "a", "b"}
-
-func (v *viewArgs) add(args []any) []any { return append(args, v.board, v.active, v.building) }
 
 // spanArgs is one partition of a checked apply call: the record the call
 // expects ("" for none) and the record it leaves.

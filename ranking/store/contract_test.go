@@ -57,7 +57,6 @@ func TestLuaContract(t *testing.T) {
 		{"local P = {", positionFields, len((&positionArgs{}).add(nil))},
 		{"local sp = {", spanFields, len((&spanArgs{}).add(nil))},
 		{"local mk = {", markFields, len((&markArgs{}).add(nil))},
-		{"local vw = {", viewFields, len((&viewArgs{}).add(nil))},
 		{"local DD = {", dedupeFields, len((&dedupeArgs{}).add(nil))},
 		{"local f = {", foldFields, len((&foldArgs{}).add(nil))},
 	} {

@@ -32,11 +32,3 @@ func ProbeArgs(ctx context.Context, rdb redis.Scripter) (string, error) {
 	m, _ := e.mode.Load().(string)
 	return m, err
 }
-
-// SetGenRefresh sets how long a store reuses the generations it read; it
-// returns what undoes it.
-func SetGenRefresh(d time.Duration) (undo func()) {
-	orig := genRefresh
-	genRefresh = d
-	return func() { genRefresh = orig }
-}

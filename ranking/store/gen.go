@@ -43,10 +43,9 @@ type BoardGen struct {
 // or was lost.
 var ErrReplayLock = errors.New("replay lock")
 
-// genRefresh is how long the store reuses the generations it read: readers
-// (the API, rollover) and live batches, whose first call checks them
-// (applyAll); other Applies read them every time. A variable for tests.
-var genRefresh = time.Second
+// genRefresh is how long readers (the API, rollover) reuse the generations
+// they read; writers read them with every Apply.
+const genRefresh = time.Second
 
 func (s *Store) gensKey() string { return s.base + ":gens" }
 
@@ -88,58 +87,21 @@ func (s *Store) gens(ctx context.Context, a gensArgs) (any, error) {
 	return gensScript.Run(ctx, s.rdb, a.keys(), a.add(nil)...).Result() // EVALSHA, EVAL on NOSCRIPT
 }
 
-// cachedGens returns every board's generations as read at most
-// genRefresh ago.
-func (s *Store) cachedGens(ctx context.Context) (map[string]BoardGen, error) {
+// cachedGen returns board's generations as read at most genRefresh ago.
+func (s *Store) cachedGen(ctx context.Context, board string) (BoardGen, error) {
 	s.genMu.Lock()
 	gs, at := s.genCache, s.genAt
 	s.genMu.Unlock()
 	if gs == nil || time.Since(at) > genRefresh {
-		return s.Generations(ctx)
-	}
-	return gs, nil
-}
-
-// cachedGen returns board's generations as read at most genRefresh ago.
-func (s *Store) cachedGen(ctx context.Context, board string) (BoardGen, error) {
-	gs, err := s.cachedGens(ctx)
-	if err != nil {
-		return BoardGen{}, err
-	}
-	return genOf(gs, board), nil
-}
-
-// genOf returns board's generations in gs (a board never replayed is
-// absent: active 0, none building).
-func genOf(gs map[string]BoardGen, board string) BoardGen {
-	if g, ok := gs[board]; ok {
-		return g
-	}
-	return BoardGen{Building: -1}
-}
-
-// viewOf returns the generations of every board of evs, once each, in the
-// order they first appear, for the first call of a batch to check.
-func viewOf(gs map[string]BoardGen, evs []Event) []viewArgs {
-	var out []viewArgs
-	for i := range evs {
-		for k := range evs[i].Updates {
-			b := evs[i].Updates[k].Board
-			if slices.ContainsFunc(out, func(v viewArgs) bool { return v.board == b }) {
-				continue
-			}
-			g := genOf(gs, b)
-			v := viewArgs{board: b}
-			if g.Active != 0 {
-				v.active = strconv.Itoa(g.Active)
-			}
-			if g.Building >= 0 {
-				v.building = strconv.Itoa(g.Building)
-			}
-			out = append(out, v)
+		var err error
+		if gs, err = s.Generations(ctx); err != nil {
+			return BoardGen{}, err
 		}
 	}
-	return out
+	if g, ok := gs[board]; ok {
+		return g, nil
+	}
+	return BoardGen{Building: -1}, nil
 }
 
 // reader returns the store of board's active generation.
@@ -188,7 +150,7 @@ func (s *Store) Generation(g int) *Store { return s.view(g) }
 // update goes to its board's active generation, and also to the
 // generation being built if there is one; statuses are the active
 // generation's (its parts come first).
-func (s *Store) parts(ctx context.Context, evs []Event, cached bool) ([]*genPart, map[string]BoardGen, error) {
+func (s *Store) parts(ctx context.Context, evs []Event) ([]*genPart, error) {
 	all := func(v *Store) []*genPart {
 		p := &genPart{view: v, evs: evs, idx: make([]int, nUpdates(evs))}
 		for i := range p.idx {
@@ -197,20 +159,14 @@ func (s *Store) parts(ctx context.Context, evs []Event, cached bool) ([]*genPart
 		return []*genPart{p}
 	}
 	if s.root != nil {
-		return all(s), nil, nil
+		return all(s), nil
 	}
-	var gs map[string]BoardGen
-	var err error
-	if cached {
-		gs, err = s.cachedGens(ctx)
-	} else {
-		gs, err = s.Generations(ctx)
-	}
+	gs, err := s.Generations(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if g, ok := singleGen(gs, evs); ok { // the usual case: no build under way
-		return all(s.view(g)), gs, nil
+		return all(s.view(g)), nil
 	}
 	active, building := map[int]*genPart{}, map[int]*genPart{}
 	var order, border []int
@@ -250,7 +206,7 @@ func (s *Store) parts(ctx context.Context, evs []Event, cached bool) ([]*genPart
 	for _, g := range border {
 		parts = append(parts, building[g])
 	}
-	return parts, gs, nil
+	return parts, nil
 }
 
 // singleGen returns the active generation of every board of evs when they

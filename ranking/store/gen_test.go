@@ -1,15 +1,10 @@
 package store_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/rankd/rankd/internal/testenv"
 	"github.com/rankd/rankd/ranking"
@@ -253,129 +248,4 @@ func TestReservedBuild(t *testing.T) {
 	if p, err := s.PendingDrops(ctx); err != nil || fmt.Sprint(p) != "map[b:[0 2]]" {
 		t.Fatalf("pending drops after a dead reservation = %v, %v; want b: [0 2]", p, err)
 	}
-}
-
-// TestStaleView: a live batch (ApplyFrom) is planned for the generations
-// its store read before, without reading them again, and its first call
-// checks them. A build another process begins, its switch and its lock
-// expiring each refuse the next batch before it changes anything, and the
-// batch goes again into the generations as they are: the build gets every
-// live event from its beginning to its switch, and a dead build none after
-// its lock expired.
-func TestStaleView(t *testing.T) {
-	defer store.SetGenRefresh(time.Hour)()
-	a := &ranking.Board{Name: "a", Window: ranking.WindowTotal}
-	b := &ranking.Board{Name: "b", Window: ranking.WindowTotal}
-	srv := testenv.Redis(t)
-	prefix := testenv.Prefix(t)
-	boards := []*ranking.Board{a, b}
-	// the live store's reads of the generations
-	var reads atomic.Int64
-	lrdb := srv.Client(t)
-	lrdb.AddHook(countGensReads{&reads})
-	live, err := store.New(lrdb, boards, store.WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp, err := store.New(srv.Client(t), boards, store.WithPrefix(prefix)) // the replay's process
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	t0 := time.Date(2026, 11, 21, 2, 0, 0, 0, time.UTC)
-	var off int64
-	left := ""
-	apply := func(id string, v int64) {
-		t.Helper()
-		ups := []ranking.Update{
-			{Board: "a", Member: "m", Value: v, Time: t0, MsgID: id},
-			{Board: "b", Member: "m", Value: v, Time: t0, MsgID: id},
-		}
-		sp := []store.Span{{Topic: "t", Partition: 0, From: off, To: off + 1, FromTime: t0, ToTime: t0, Expect: left}}
-		res, err := live.ApplyFrom(ctx, store.Group(ups), sp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := fmt.Sprint(res.Status); got != "[applied applied]" {
-			t.Fatalf("event %s: statuses %s", id, got)
-		}
-		off, left = off+1, sp[0].Left
-	}
-	score := func(st *store.Store, board string) string {
-		t.Helper()
-		es, err := st.Entries(ctx, board, nil, "all")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fmt.Sprint(rows(es))
-	}
-	check := func(what string, stale int64, got, want string) {
-		t.Helper()
-		if got != want || live.StaleViews() != stale {
-			t.Fatalf("%s: %s with %d stale views, want %s with %d", what, got, live.StaleViews(), want, stale)
-		}
-	}
-
-	apply("1", 1)
-	apply("2", 2)
-	if n := reads.Load(); n != 1 {
-		t.Fatalf("two batches read the generations %d times, want 1", n)
-	}
-	if err := rp.LockReplay(ctx, "tok", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	g, _, err := rp.BeginBuild(ctx, "tok", []string{"a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	apply("3", 4) // refused once: into gen 0 and the build
-	check("the build after event 3", 1, score(rp.Generation(g), "a"), "[{m 4}]")
-	apply("4", 8) // the view holds again
-	check("the build after event 4", 1, score(rp.Generation(g), "a"), "[{m 12}]")
-	if err := rp.Switch(ctx, "tok", g, []string{"a"}); err != nil {
-		t.Fatal(err)
-	}
-	apply("5", 16) // refused once: a into the build, now active, alone
-	gen0, err := srv.Client(t).ZScore(ctx, prefix+":{a}:t:all", "m").Result()
-	check("gen 0 of a after the switch", 2, fmt.Sprint(gen0, err), "15 <nil>")
-	check("a after the switch", 2, score(rp, "a"), "[{m 28}]")
-	if err := rp.UnlockReplay(ctx, "tok"); err != nil {
-		t.Fatal(err)
-	}
-	if err := rp.LockReplay(ctx, "tok2", 300*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	g2, _, err := rp.BeginBuild(ctx, "tok2", []string{"b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	apply("6", 32) // refused once: b into gen 0 and the build
-	check("the build of b after event 6", 3, score(rp.Generation(g2), "b"), "[{m 32}]")
-	time.Sleep(400 * time.Millisecond) // the replay died: its lock expires
-	apply("7", 64)                     // refused once: b into gen 0 alone
-	check("the dead build of b after event 7", 4, score(rp.Generation(g2), "b"), "[{m 32}]")
-	check("b", 4, score(rp, "b"), "[{m 127}]")
-	check("a, gen 1 (the events since its build began)", 4, score(rp, "a"), "[{m 124}]")
-	if n := reads.Load(); n != 5 {
-		t.Fatalf("seven batches read the generations %d times, want 5 (the first, and once per change)", n)
-	}
-}
-
-// countGensReads counts a client's gens.lua reads (Store.Generations).
-type countGensReads struct{ n *atomic.Int64 }
-
-func (countGensReads) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c countGensReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		if a := cmd.Args(); err == nil && len(a) > 4 && fmt.Sprint(a[4]) == "read" && strings.HasSuffix(fmt.Sprint(a[3]), ":gens") {
-			c.n.Add(1) // (not an EVALSHA the script cache lacked: the EVAL after it)
-		}
-		return err
-	}
-}
-
-func (countGensReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }

@@ -51,7 +51,6 @@ type Store struct {
 	replanned atomic.Int64 // when a packed call last gave up (unix ns): calls go per update for replanPause
 	replans   atomic.Int64 // packed calls that gave up
 	packs     atomic.Int64 // packed calls that held
-	stale     atomic.Int64 // batches planned again for generations that changed (applyAll)
 	knownMu   sync.Mutex
 	known     map[dimsKey]time.Time // dims tags registered in Redis, and when
 	rollWait  time.Duration
@@ -129,11 +128,6 @@ var replanPause = 2 * time.Second
 // PackedCalls returns how many packed apply calls held, and how many met a
 // duplicate or a member near its range and were sent again per update.
 func (s *Store) PackedCalls() (held, replanned int64) { return s.packs.Load(), s.replans.Load() }
-
-// StaleViews returns how many live batches found that the boards'
-// generations had changed since the store last read them (a replay began
-// or switched a build, or its lock expired) and were planned again.
-func (s *Store) StaleViews() int64 { return s.stale.Load() }
 
 // DefaultCallSize is the updates one script call carries at most unless
 // WithCallSize says otherwise.

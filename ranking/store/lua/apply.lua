@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  any key of the call's slot (routing only)
 -- ARGV     encoding (see below), prefix, dedupe key prefix, positionArgs, nSpans x spanArgs,
---          nMarks x markArgs, nViews x viewArgs (contract.go), dedupeArgs, nBoards, nBoards x
+--          nMarks x markArgs (contract.go), dedupeArgs, nBoards, nBoards x
 --          boardArgs (contract.go), nGroups, per group (stream): groupArgs,
 --            nPeriods, nPeriods x (id, startMs, endMs) (consecutive periods);
 --          nEvents, packed (0/1), [packed: nPlain, nPlain x plain events'
@@ -46,7 +46,7 @@ local prefix, dprefix = nx(), nx()
 -- changes anything: Redis lost writes (or another writer moved on), and the
 -- caller must find out where Redis stands. Marks are written last, after
 -- the effects they describe.
-local P = {poskey = nx(), gkey = nx(), gcheck = nn(), nspan = nn(), lkey = nx(), nmark = nn(), nview = nn()}
+local P = {poskey = nx(), gkey = nx(), gcheck = nn(), nspan = nn(), lkey = nx(), nmark = nn()}
 local SP, MK = {}, {}
 for i = 1, P.nspan do
   local sp = {f = nx(), exp = nx(), set = nx()}
@@ -55,42 +55,6 @@ end
 for i = 1, P.nmark do
   local mk = {zkey = nx(), off = nn(), v = nx(), lf = nx(), lv = nx()}
   MK[i] = mk
-end
--- The view (Store.parts): the first call of a checked batch carries the
--- generations of every board of the batch as the caller planned it for
--- them, from generations it may have read a while ago. Any other state of
--- the gens hash refuses the call before it changes anything; since each
--- later call of the batch expects the position record of the one before
--- it, none of them applies either, and the caller plans the batch again
--- from the generations read anew. So a batch is written into the
--- generations that hold when its first call runs, after all its messages
--- were fetched: a replay that begins a build plans its ranges after that,
--- and so replays every message a batch wrote without the build.
-if P.nview > 0 then
-  local fields, want = {}, {}
-  for i = 1, P.nview do
-    local vw = {board = nx(), a = nx(), b = nx()}
-    fields[2 * i - 1], fields[2 * i] = GENS_ACTIVE .. vw.board, GENS_BUILD .. vw.board
-    want[i] = vw
-  end
-  local got = call('HMGET', P.gkey, unpack(fields))
-  local live -- whether a replay holds the lock: a build counts only then (gens.lua)
-  for i, vw in ipairs(want) do
-    local b = got[2 * i]
-    if b then
-      if live == nil then
-        live = false
-        local l = call('HGET', P.gkey, GENS_LOCK)
-        if l then
-          local tm = call('TIME')
-          local now = tonumber(tm[1]) * 1000 + floor(tonumber(tm[2]) / 1000)
-          live = tonumber(string.sub(l, string.find(l, '|', 1, true) + 1)) > now
-        end
-      end
-      if not live then b = nil end
-    end
-    if (got[2 * i - 1] or '') ~= vw.a or (b or '') ~= vw.b then return {REFUSED_VIEW} end
-  end
 end
 if P.gcheck == 1 then
   -- the gens hash's counter only grows; the position hash keeps the last
