@@ -302,12 +302,17 @@ func (s *Store) applyAll(ctx context.Context, evs []Event, spans []Span, marks [
 		// after every call succeeded: the nodes of a cluster order nothing
 		// between them
 		pipe := s.rdb.Pipeline()
-		cmds := append(root.writeMarks(ctx, pipe, marks, s.root == nil), root.writePositions(ctx, pipe, spans)...)
-		_, _ = pipe.Exec(ctx)
+		cmds := root.writeMarks(ctx, pipe, marks, s.root == nil)
+		if len(cmds) > 0 {
+			_, _ = pipe.Exec(ctx)
+		}
 		for _, c := range cmds {
 			if err := c.Err(); err != nil {
 				return res, fmt.Errorf("writing stream times: %w", err)
 			}
+		}
+		if err := root.writePositions(ctx, spans); err != nil {
+			return res, fmt.Errorf("writing positions: %w", err)
 		}
 	}
 	for _, p := range parts {

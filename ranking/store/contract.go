@@ -248,7 +248,7 @@ var luaConsts = append(luaEnums(), []luaConst{
 	{"LATE_GP", luaLateGP},
 	{"REFUSED_POSITION", luaRefusedPosition}, {"REFUSED_GENS", luaRefusedGens}, {"REFUSED_REPLAN", luaRefusedReplan},
 	{"ST_BY_SCRIPT", luaByScript}, {"ARGS_MSGPACK", argsMsgpack}, {"ARGS_PLAIN", argsPlain},
-	{"MARKS_KEPT", marksKept}, {"GENS_NONE", gensNone}, {"POS_GENS", posGens},
+	{"MARKS_KEPT", marksKept}, {"GENS_NONE", gensNone}, {"GENS_KEEP", posGensKeep}, {"POS_GENS", posGens},
 	{"KIND_PERIOD", KindPeriod}, {"KIND_ROLLING", KindRolling}, {"KIND_TOTAL", KindTotal}, {"KIND_META", KindMeta}, {"KIND_COUNT", KindCount},
 	{"PERIOD_ALL", PeriodAll}, {"SUFFIX_EXACT", suffixExact}, {"SUFFIX_LAST", suffixLast}, {"SUFFIX_BASE", suffixBase},
 	{"META_ST", metaST}, {"META_HEAD", metaHead}, {"META_ROLLED", metaRolled}, {"META_ROLL_K", metaRollK}, {"META_ROLL_CURSOR", metaRollCursor},
@@ -628,12 +628,17 @@ func (g *gensArgs) add(args []any) []any {
 	return args
 }
 
-// raiseHeadArgs is the head of a positions.lua call (Store.RaisePositions):
-// the gens counter as the caller read it (GENS_NONE: none). raiseArgs
-// follow it, one per partition.
+// raiseHeadArgs is the head of a positions.lua call (Store.RaisePositions,
+// and a cluster's live records, Store.writePositions): the gens counter as
+// the caller read it (GENS_NONE: none; posGensKeep: leave the last one
+// seen as it is). raiseArgs follow it, one per partition.
 type raiseHeadArgs struct {
 	gens string
 }
+
+// posGensKeep in raiseHeadArgs leaves the position hash's last gens
+// counter seen (POS_GENS) as it is.
+const posGensKeep = "keep"
 
 // raiseArgs raises one partition's position record, when Redis has none
 // or one that resumes below offset.

@@ -37,8 +37,8 @@ import (
 // On a Redis Cluster the calls of a batch run on several nodes, which lose
 // writes independently, so there is no single order to check: there,
 // ApplyFrom writes the Done record after every call succeeded (like the
-// marks) and checks nothing; positions are read when a partition is
-// assigned.
+// marks), only where it moves the record forward (writePositions), and
+// checks nothing; positions are read when a partition is assigned.
 
 // Span is one partition's share of a live batch (ApplyFrom): its messages
 // run from offset From up to To (exclusive); FromTime and ToTime are the
@@ -265,17 +265,24 @@ func (s *Store) RaisePositions(ctx context.Context, marks []Mark) (int, error) {
 	return n, nil
 }
 
-// writePositions queues Done records of spans on pipe (a cluster, where
-// ApplyFrom checks nothing: see the comment at the top of this file).
-func (s *Store) writePositions(ctx context.Context, pipe redis.Pipeliner, spans []Span) []redis.Cmder {
+// writePositions writes Done records of spans (a cluster, where they
+// are written after every call of the batch succeeded, unchecked by the
+// calls), each only where it moves the partition's record forward: a
+// worker of an ended group generation that finishes a batch late (it
+// retried through an outage while the partition moved to another
+// consumer, which applied and committed further) must not set the record
+// back, which would read as Redis having lost the newer batches.
+func (s *Store) writePositions(ctx context.Context, spans []Span) error {
 	if len(spans) == 0 {
 		return nil
 	}
-	args := make([]any, 0, 2*len(spans))
+	head := raiseHeadArgs{gens: posGensKeep}
+	args := head.add(make([]any, 0, len(raiseHeadFields)+len(raiseFields)*len(spans)))
 	for i := range spans {
-		args = append(args, posField(spans[i].Topic, spans[i].Partition), spans[i].record(1, 1, clusterNonce))
+		ra := raiseArgs{field: posField(spans[i].Topic, spans[i].Partition), offset: spans[i].To, record: spans[i].record(1, 1, clusterNonce)}
+		args = ra.add(args)
 	}
-	return []redis.Cmder{pipe.HSet(ctx, s.posKey(), args...)}
+	return positionsScript.Run(ctx, s.rdb, []string{s.posKey()}, args...).Err() // KEYS: raiseKeys; EVALSHA, EVAL on NOSCRIPT
 }
 
 // GensIntact reports whether the gens hash holds the boards' generation
