@@ -303,15 +303,14 @@ func (s *Store) applyAll(ctx context.Context, evs []Event, spans []Span, marks [
 		// between them
 		pipe := s.rdb.Pipeline()
 		cmds := root.writeMarks(ctx, pipe, marks, s.root == nil)
-		if len(cmds) > 0 {
-			_, _ = pipe.Exec(ctx)
-		}
+		written := root.writePositions(ctx, pipe, spans)
+		_, _ = pipe.Exec(ctx)
 		for _, c := range cmds {
 			if err := c.Err(); err != nil {
 				return res, fmt.Errorf("writing stream times: %w", err)
 			}
 		}
-		if err := root.writePositions(ctx, spans); err != nil {
+		if err := written(); err != nil {
 			return res, fmt.Errorf("writing positions: %w", err)
 		}
 	}

@@ -265,16 +265,18 @@ func (s *Store) RaisePositions(ctx context.Context, marks []Mark) (int, error) {
 	return n, nil
 }
 
-// writePositions writes Done records of spans (a cluster, where they
-// are written after every call of the batch succeeded, unchecked by the
-// calls), each only where it moves the partition's record forward: a
-// worker of an ended group generation that finishes a batch late (it
-// retried through an outage while the partition moved to another
-// consumer, which applied and committed further) must not set the record
-// back, which would read as Redis having lost the newer batches.
-func (s *Store) writePositions(ctx context.Context, spans []Span) error {
+// writePositions queues on pipe the Done records of spans (a cluster,
+// where they are written after every call of the batch succeeded,
+// unchecked by the calls), each only where it moves the partition's
+// record forward: a worker of an ended group generation that finishes a
+// batch late (it retried through an outage while the partition moved to
+// another consumer, which applied and committed further) must not set the
+// record back, which would read as Redis having lost the newer batches.
+// The function it returns, called once pipe ran, reports the outcome (it
+// runs the script on its own when Redis did not have it cached).
+func (s *Store) writePositions(ctx context.Context, pipe redis.Pipeliner, spans []Span) func() error {
 	if len(spans) == 0 {
-		return nil
+		return func() error { return nil }
 	}
 	head := raiseHeadArgs{gens: posGensKeep}
 	args := head.add(make([]any, 0, len(raiseHeadFields)+len(raiseFields)*len(spans)))
@@ -282,7 +284,14 @@ func (s *Store) writePositions(ctx context.Context, spans []Span) error {
 		ra := raiseArgs{field: posField(spans[i].Topic, spans[i].Partition), offset: spans[i].To, record: spans[i].record(1, 1, clusterNonce)}
 		args = ra.add(args)
 	}
-	return positionsScript.Run(ctx, s.rdb, []string{s.posKey()}, args...).Err() // KEYS: raiseKeys; EVALSHA, EVAL on NOSCRIPT
+	keys := []string{s.posKey()} // raiseKeys
+	cmd := positionsScript.EvalSha(ctx, pipe, keys, args...)
+	return func() error {
+		if err := cmd.Err(); !isNoScript(err) {
+			return err
+		}
+		return positionsScript.Run(ctx, s.rdb, keys, args...).Err() // EVALSHA, EVAL on NOSCRIPT
+	}
 }
 
 // GensIntact reports whether the gens hash holds the boards' generation

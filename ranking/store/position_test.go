@@ -455,4 +455,8 @@ func TestClusterPositionsForward(t *testing.T) {
 	if got := resume(); got != 30 {
 		t.Fatalf("after the batch up to 30, the partition resumes at %d, want 30", got)
 	}
+	// the records leave the gens counter last seen alone (none here)
+	if ok, err := s.GensIntact(ctx); !ok || err != nil {
+		t.Fatalf("GensIntact = %v, %v after live records on a cluster, want true", ok, err)
+	}
 }
