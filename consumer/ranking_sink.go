@@ -190,7 +190,7 @@ func (s *RankingSink) plan(msgs []kafka.Message, start map[partitionKey]streamPo
 	default:
 	}
 	if sc == nil {
-		sc = &planScratch{ups: make([]ranking.Update, 0, 2*len(msgs)), seen: make(map[string]int, len(msgs))}
+		sc = &planScratch{seen: make(map[string]int, len(msgs))} // its slices are sized just below
 	}
 	// a scratch that served a smaller batch grows here and by doubling
 	// (below), rather than append by append (an event routes to 1.3
@@ -440,14 +440,13 @@ func (s *RankingSink) applyDecided(ctx context.Context, d *Decider, msgs []kafka
 		keys   = make([]store.IDKey, 0, len(p.msgs))
 		mine   = make([]int, 0, len(p.msgs)) // the messages this batch applies
 		folds  []int                         // the updates of theirs that d folds
-		sent   []int                         // the others, in the order of evs
+		sent   = make([]int, 0, len(p.ups))  // the others, in the order of evs
 		rests  []ranking.Update              // the events' updates that d does not fold (their Updates)
 	)
 	if d.fold != nil {
 		folds = make([]int, 0, len(p.ups))
 		rests = make([]ranking.Update, 0, len(p.ups)) // never grows: an event's rest stays where it was put
 	}
-	sent = make([]int, 0, len(p.ups))
 	evs := make([]store.Event, 0, len(p.evs))
 	var (
 		curPart partitionKey // the partition of the message before, and its index in d
