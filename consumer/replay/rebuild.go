@@ -84,7 +84,8 @@ type Rebuild struct {
 	// KeepOld keeps the old generations.
 	KeepOld bool
 	// DecideMax is the most messages the replay decides in memory (see
-	// Run): about 40 bytes each (twice that for a moment at the end).
+	// Run): 21 to 43 bytes each (consumer.Decider), and 40 more for a
+	// moment at the end.
 	// 0: DefaultDecideMax; negative: never.
 	DecideMax int
 	// Registry gets the sink's metrics and rankd_replay_messages_done and
@@ -157,9 +158,9 @@ type Result struct {
 	Deleted int
 }
 
-// DefaultDecideMax is Rebuild.DecideMax's default: 8M messages, about
-// 330 MB of IDs in memory (41 bytes each), twice that for a moment when
-// they are handed over to be held in Redis.
+// DefaultDecideMax is Rebuild.DecideMax's default: 8M messages, 268 MB
+// of IDs in memory (32 bytes each), 604 MB for a moment when they are
+// handed over to be held in Redis (40 bytes each more).
 const DefaultDecideMax = 8 << 20
 
 func (r *Rebuild) defaults() {
