@@ -123,26 +123,54 @@ func (d *Decider) part(k partitionKey) int32 {
 // partition of index part (Decider.part), unless an earlier one claimed
 // it: then it returns that one.
 func (d *Decider) claim(key store.IDKey, part int32, t time.Time, batch *claimBatch) (*claimBatch, bool) {
-	ms := int64(-1) // unknown
-	if d.width > 0 && !t.IsZero() && t.Unix() > 0 {
-		ms = t.UnixMilli()
+	c := []claimReq{{key: key, part: part, t: t}}
+	d.claimAll(c, batch)
+	if c[0].first != nil {
+		return c[0].first, false
 	}
+	return batch, true
+}
+
+// claimReq is one message for claimAll: its ID's key, the index of its
+// partition (Decider.part) and its Kafka time; claimAll sets first to the
+// batch that claimed the ID before (nil: batch claims it now).
+type claimReq struct {
+	key   store.IDKey
+	part  int32
+	t     time.Time
+	first *claimBatch
+}
+
+// claimAll claims the messages of cs for batch, in order, under one lock.
+// It first touches the slot of every ID: those loads miss the caches (the
+// table is tens of MB, its slots hit at random) and, independent of one
+// another, overlap; one claim at a time among the batch's other work,
+// each waited for its miss alone (about 400 ns a claim in a replay).
+func (d *Decider) claimAll(cs []claimReq, batch *claimBatch) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.last[part] = max(d.last[part], ms)
-	slot := d.claims.find(key)
-	if slot.ref != 0 {
-		return d.refs[slot.ref-1].batch, false
+	d.claims.touch(cs)
+	for i := range cs {
+		c := &cs[i]
+		ms := int64(-1) // unknown
+		if d.width > 0 && !c.t.IsZero() && c.t.Unix() > 0 {
+			ms = c.t.UnixMilli()
+		}
+		d.last[c.part] = max(d.last[c.part], ms)
+		slot := d.claims.find(c.key)
+		if slot.ref != 0 {
+			c.first = d.refs[slot.ref-1].batch
+			continue
+		}
+		at := int64(-1)
+		if ms >= 0 {
+			at = ms / d.step
+		}
+		r := d.ref(batch, c.part, at)
+		r.n++
+		slot.key, slot.ref = c.key, r.idx+1
+		d.claims.added()
 	}
-	at := int64(-1)
-	if ms >= 0 {
-		at = ms / d.step
-	}
-	r := d.ref(batch, part, at)
-	r.n++
-	slot.key, slot.ref = key, r.idx+1
-	d.claims.added()
-	return batch, true
 }
 
 // resolve records the statuses of the claimed messages of a batch that
@@ -251,8 +279,9 @@ func repeatOf(orig []ranking.Status, i int) (ranking.Status, bool) {
 // A map of millions of pointers cost a tenth of a replay's CPU (its
 // lookups and the collector's scans).
 type claimTable struct {
-	slots []claimSlot
-	n     int // slots in use
+	slots   []claimSlot
+	n       int   // slots in use
+	touched int32 // touch's sum
 }
 
 // claimSlot is one entry: ref is the claimRef's index in Decider.refs
@@ -281,6 +310,16 @@ func (t *claimTable) find(key store.IDKey) *claimSlot {
 			return s
 		}
 	}
+}
+
+// touch loads the first slot of each key of cs.
+func (t *claimTable) touch(cs []claimReq) {
+	mask := uint64(len(t.slots) - 1)
+	var sum int32
+	for i := range cs {
+		sum += t.slots[binary.LittleEndian.Uint64(cs[i].key[:8])&mask].ref
+	}
+	t.touched = sum // kept, so that the loads are not dropped
 }
 
 // added counts a key put in the slot find returned, and doubles the table

@@ -451,18 +451,27 @@ func (s *RankingSink) applyDecided(ctx context.Context, d *Decider, msgs []kafka
 	var (
 		curPart partitionKey // the partition of the message before, and its index in d
 		curIdx  int32
+		claims  = make([]claimReq, 0, len(p.msgs)) // the messages with updates, in order
 	)
 	for i := range p.msgs {
+		if mp := &p.msgs[i]; mp.hi > mp.lo { // else no update: not sent, not held (as without a Decider)
+			if k := (partitionKey{msgs[i].Topic, msgs[i].Partition}); k != curPart {
+				curPart, curIdx = k, d.part(k)
+			}
+			claims = append(claims, claimReq{key: store.KeyOf(mp.ev.ID), part: curIdx, t: msgs[i].Time})
+		}
+	}
+	d.claimAll(claims, batch)
+	for i, ci := 0, 0; i < len(p.msgs); i++ {
 		mp := &p.msgs[i]
 		if mp.hi <= mp.lo {
-			continue // no update: not sent, not held (as without a Decider)
+			continue
 		}
-		key := store.KeyOf(mp.ev.ID)
-		if k := (partitionKey{msgs[i].Topic, msgs[i].Partition}); k != curPart {
-			curPart, curIdx = k, d.part(k)
-		}
-		if first, fresh := d.claim(key, curIdx, msgs[i].Time, batch); !fresh {
-			laters = append(laters, later{key, first, mp.lo, mp.hi})
+		c := &claims[ci]
+		ci++
+		key := c.key
+		if c.first != nil {
+			laters = append(laters, later{key, c.first, mp.lo, mp.hi})
 			continue
 		}
 		keys, mine = append(keys, key), append(mine, i)
