@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rankd/rankd/ranking"
 	"github.com/rankd/rankd/ranking/store"
 )
 
 // TestDeciderMemory holds the Decider to the memory its docs and rankd
 // replay --decide-max state: 32 bytes per message ID for 2^20 IDs (a
-// table of 2^21 16-byte slots), and Held hands them over (40 bytes each)
+// table of 2^21 16-byte slots), and Held hands them over (12 bytes each)
 // without keeping the table.
 func TestDeciderMemory(t *testing.T) {
 	const n = 1 << 20
@@ -43,8 +44,8 @@ func TestDeciderMemory(t *testing.T) {
 	h2 := heap()
 	perID, after := float64(h1-h0)/n, float64(h2-h0)/n
 	t.Logf("%.1f bytes per ID while deciding, %.1f once handed over", perID, after)
-	if perID > 33 || after > 41 {
-		t.Errorf("%.1f bytes per ID while deciding, %.1f once handed over; want 32 and 40 (at most 33 and 41)", perID, after)
+	if perID > 33 || after > 13 {
+		t.Errorf("%.1f bytes per ID while deciding, %.1f once handed over; want 32 and 12 (at most 33 and 13)", perID, after)
 	}
 	runtime.KeepAlive(held)
 	runtime.KeepAlive(d)
@@ -89,6 +90,9 @@ func TestDeciderBuckets(t *testing.T) {
 			t.Fatalf("claim %s: fresh %v, want %v", c.id, fresh, c.fresh)
 		}
 	}
+	// the statuses of b and h (not all applied) go with their buckets
+	d.resolve(b1, []store.IDKey{store.KeyOf("b"), store.KeyOf("h"), store.KeyOf("a")},
+		[][]ranking.Status{{ranking.StatusLate, ranking.StatusApplied}, {ranking.StatusOutOfRange}, nil})
 	held, err := d.Held(at(12, 5))
 	if err != nil {
 		t.Fatal(err)
@@ -101,13 +105,18 @@ func TestDeciderBuckets(t *testing.T) {
 	for _, h := range held {
 		var ids []string
 		for _, id := range h.IDs {
-			ids = append(ids, name[id.Key])
+			ids = append(ids, name[id])
 		}
 		slices.Sort(ids)
-		got = append(got, fmt.Sprint(h.Bucket, ids))
+		var vs []string
+		for id, st := range h.Verdicts {
+			vs = append(vs, fmt.Sprint(name[id], st))
+		}
+		slices.Sort(vs)
+		got = append(got, fmt.Sprint(h.Bucket, ids, vs))
 	}
 	slices.Sort(got)
-	if want := "[0 [d e] 10 [h i j] 11 [a c f] 12 [b g]]"; fmt.Sprint(got) != want {
+	if want := "[0 [d e] [] 10 [h i j] [h[out_of_range]] 11 [a c f] [] 12 [b g] [b[late applied]]]"; fmt.Sprint(got) != want {
 		t.Fatalf("Held = %v, want %s", got, want)
 	}
 }
@@ -163,7 +172,7 @@ func TestDeciderGrows(t *testing.T) {
 	}
 	seen := map[store.IDKey]bool{}
 	for _, h := range held[0].IDs {
-		seen[h.Key] = true
+		seen[h] = true
 	}
 	if len(held[0].IDs) != n || len(seen) != n {
 		t.Fatalf("Held gave %d IDs, %d distinct; want %d", len(held[0].IDs), len(seen), n)

@@ -84,7 +84,7 @@ func replayCmdFlags(fs *pflag.FlagSet) cli.RunFunc {
 	fs.StringVar(&f.metrics, "metrics", "", "serve replay metrics on this `address` at /metrics while it runs (e.g. :9101)")
 	fs.DurationVar(&f.dropAfter, "drop-after", 3*time.Second, "wait this long after the switch before deleting the old generation (readers and in-flight batches of live instances move over meanwhile); it is deleted twice, this far apart")
 	fs.BoolVar(&f.keepOld, "keep-old", false, "do not delete the old generation after the switch")
-	fs.IntVar(&f.decideMax, "decide-max", replay.DefaultDecideMax, "most `messages` below the live group's committed offsets whose duplicates are decided in memory (21 to 43 bytes each, 40 more for a moment at the end); more, or -1, and every message goes through the dedupe in Redis")
+	fs.IntVar(&f.decideMax, "decide-max", replay.DefaultDecideMax, "most `messages` below the live group's committed offsets whose duplicates are decided in memory (21 to 43 bytes each, 12 more for a moment at the end); more, or -1, and every message goes through the dedupe in Redis")
 	fs.DurationVar(&f.lockTTL, "lock-ttl", 30*time.Second, "TTL of the replay lock, renewed every sixth of it: a replay that dies stops the dual writes of live instances this long after")
 	fs.DurationVar(&f.lockWait, "lock-wait", 0, "wait up to this long for the lock of another replay (a killed one holds it until its TTL ends); 0: fail at once")
 	var lf cli.LogFlags

@@ -84,7 +84,7 @@ type Rebuild struct {
 	// KeepOld keeps the old generations.
 	KeepOld bool
 	// DecideMax is the most messages the replay decides in memory (see
-	// Run): 21 to 43 bytes each (consumer.Decider), and 40 more for a
+	// Run): 21 to 43 bytes each (consumer.Decider), and 12 more for a
 	// moment at the end.
 	// 0: DefaultDecideMax; negative: never.
 	DecideMax int
@@ -159,8 +159,8 @@ type Result struct {
 }
 
 // DefaultDecideMax is Rebuild.DecideMax's default: 8M messages, 268 MB
-// of IDs in memory (32 bytes each), 604 MB for a moment when they are
-// handed over to be held in Redis (40 bytes each more).
+// of IDs in memory (32 bytes each), 369 MB for a moment when they are
+// handed over to be held in Redis (12 bytes each more).
 const DefaultDecideMax = 8 << 20
 
 func (r *Rebuild) defaults() {

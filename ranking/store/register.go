@@ -16,20 +16,15 @@ import (
 
 var registerScript = mustScript("register.lua")
 
-// HeldID is a message ID for RegisterIDs: its key and, when not every
-// update of its event was applied, the statuses of its updates in order (a
-// later delivery repeats them: late and out of range are dead-lettered
-// again).
-type HeldID struct {
-	Key      IDKey
-	Statuses []ranking.Status // nil: all applied
-}
-
 // HeldBucket is the IDs for RegisterIDs whose messages' times fall in one
-// dedupe bucket (DedupeBucket; 0: unknown).
+// dedupe bucket (DedupeBucket; 0: unknown), with the statuses, in order, of
+// the updates of those whose events were not all applied (a later delivery
+// repeats them: late and out of range are dead-lettered again). IDs holds
+// keys alone, 12 bytes each and no pointer: a replay hands millions over.
 type HeldBucket struct {
-	Bucket int64
-	IDs    []HeldID
+	Bucket   int64
+	IDs      []IDKey
+	Verdicts map[IDKey][]ranking.Status // of IDs in IDs; nil: all applied
 }
 
 // registerPipeline is how many commands one pipeline of RegisterIDs
@@ -81,15 +76,15 @@ func (s *Store) RegisterIDs(ctx context.Context, held []HeldBucket) (Registered,
 		}
 		cur := s.DedupeBucket(now)
 		var res Registered
-		var into [2][][]HeldID // the previous bucket's, the current's
+		var into [2][]HeldBucket // the previous bucket's, the current's
 		for _, h := range held {
 			switch b := h.Bucket; {
 			case b != 0 && b < cur-1:
 				res.Expired += len(h.IDs)
 			case b == cur-1:
-				into[0] = append(into[0], h.IDs)
+				into[0] = append(into[0], h)
 			default:
-				into[1] = append(into[1], h.IDs)
+				into[1] = append(into[1], h)
 			}
 		}
 		var moved bool
@@ -117,10 +112,10 @@ func (s *Store) RegisterIDs(ctx context.Context, held []HeldBucket) (Registered,
 
 // registerBucket holds the IDs of ids in bucket (the current or the
 // previous one) and counts them there; it returns how many it added.
-func (s *Store) registerBucket(ctx context.Context, head registerArgs, bucket string, ids [][]HeldID) (int, error) {
+func (s *Store) registerBucket(ctx context.Context, head registerArgs, bucket string, ids []HeldBucket) (int, error) {
 	n := 0
 	for _, g := range ids {
-		n += len(g)
+		n += len(g.IDs)
 	}
 	head.op, head.n, head.bucket = regOpOpen, n, bucket
 	v, err := registerScript.Run(ctx, s.rdb, head.keys(), head.add(nil)...).Slice()
@@ -147,24 +142,32 @@ func (s *Store) registerBucket(ctx context.Context, head registerArgs, bucket st
 // open() names them: <dedupe prefix><bucket>.<incarnation>.<layer>:<set
 // suffix>, and the verdicts' hash
 // <dedupe prefix><bucket>.<incarnation>.<ddVerdicts>.
-func (s *Store) registerIn(ctx context.Context, head registerArgs, ids [][]HeldID, n, bits int) (int, error) {
+func (s *Store) registerIn(ctx context.Context, head registerArgs, ids []HeldBucket, n, bits int) (int, error) {
 	mask := uint32(1)<<bits - 1
-	// the IDs in the order of their sets (a counting sort)
+	// the IDs in the order of their sets (a counting sort), and the
+	// verdicts of all
 	start := make([]int, mask+2)
+	var verdictOf map[IDKey][]ranking.Status
 	for _, g := range ids {
-		for i := range g {
-			start[g[i].Key.shard()&mask+1]++
+		for _, k := range g.IDs {
+			start[k.shard()&mask+1]++
+		}
+		if len(g.Verdicts) > 0 && verdictOf == nil {
+			verdictOf = map[IDKey][]ranking.Status{}
+		}
+		for k, st := range g.Verdicts {
+			verdictOf[k] = st
 		}
 	}
 	for i := 1; i < len(start); i++ {
 		start[i] += start[i-1]
 	}
-	order := make([]*HeldID, n)
+	order := make([]IDKey, n)
 	at := append([]int(nil), start[:mask+1]...)
 	for _, g := range ids {
-		for i := range g {
-			set := g[i].Key.shard() & mask
-			order[at[set]] = &g[i]
+		for _, k := range g.IDs {
+			set := k.shard() & mask
+			order[at[set]] = k
 			at[set]++
 		}
 	}
@@ -200,14 +203,14 @@ func (s *Store) registerIn(ctx context.Context, head registerArgs, ids [][]HeldI
 	var verdicts []any
 	i := 0
 	for i < len(order) && gctx.Err() == nil {
-		set := order[i].Key.shard() & mask
+		set := order[i].shard() & mask
 		j := i
 		fps := make([]any, 0, 16)
-		for ; j < len(order) && order[j].Key.shard()&mask == set; j++ {
-			id := order[j]
-			fps = append(fps, id.Key.fp())
-			if id.Statuses != nil {
-				verdicts = append(verdicts, id.Key.fp(), verdictOf(id.Statuses))
+		for ; j < len(order) && order[j].shard()&mask == set; j++ {
+			k := order[j]
+			fps = append(fps, k.fp())
+			if st, ok := verdictOf[k]; ok && st != nil {
+				verdicts = append(verdicts, k.fp(), verdictString(st))
 			}
 		}
 		adds = append(adds, pipe.SAdd(gctx, layer+setSuffix(set, bits), fps...))
@@ -240,8 +243,8 @@ func setSuffix(set uint32, bits int) string {
 	return d
 }
 
-// verdictOf renders an event's statuses as apply.lua keeps its verdict.
-func verdictOf(st []ranking.Status) string {
+// verdictString renders an event's statuses as apply.lua keeps its verdict.
+func verdictString(st []ranking.Status) string {
 	b := make([]byte, len(st))
 	for i, x := range st {
 		b[i] = byte(luaStatusOf(x))

@@ -67,11 +67,12 @@ func TestDecidedEvents(t *testing.T) {
 	if len(calls) != 1 {
 		t.Fatalf("decided call replies kept: %v, want one", calls)
 	}
-	held := []store.HeldID{{Key: store.KeyOf("a")}, {Key: store.KeyOf("b"), Statuses: res.Status[2:4]}, {Key: store.KeyOf("c")}}
-	if n, err := gen.RegisterIDs(ctx, []store.HeldBucket{{IDs: held}}); err != nil || n != (store.Registered{Added: 3}) {
+	held := []store.HeldBucket{{IDs: []store.IDKey{store.KeyOf("a"), store.KeyOf("b"), store.KeyOf("c")},
+		Verdicts: map[store.IDKey][]ranking.Status{store.KeyOf("b"): res.Status[2:4]}}}
+	if n, err := gen.RegisterIDs(ctx, held); err != nil || n != (store.Registered{Added: 3}) {
 		t.Fatalf("RegisterIDs = %+v, %v; want 3 added", n, err)
 	}
-	if n, err := gen.RegisterIDs(ctx, []store.HeldBucket{{IDs: held}}); err != nil || n != (store.Registered{}) {
+	if n, err := gen.RegisterIDs(ctx, held); err != nil || n != (store.Registered{}) {
 		t.Fatalf("RegisterIDs again = %+v, %v; want 0 added (held already)", n, err)
 	}
 	res, err = gen.Apply(ctx, []store.Event{ev("a", 5, false), ev("b", 7, true), ev("d", 2, false)})
@@ -103,9 +104,9 @@ func TestRegisterIDs(t *testing.T) {
 	}
 	ctx := t.Context()
 	const n = 100000
-	ids := make([]store.HeldID, n)
+	ids := make([]store.IDKey, n)
 	for i := range ids {
-		ids[i].Key = store.KeyOf("id-" + strconv.Itoa(i))
+		ids[i] = store.KeyOf("id-" + strconv.Itoa(i))
 	}
 	if got, err := s.RegisterIDs(ctx, []store.HeldBucket{{IDs: ids}}); err != nil || got != (store.Registered{Added: n}) {
 		t.Fatalf("RegisterIDs = %+v, %v; want %d added", got, err, n)
@@ -175,7 +176,7 @@ func TestRegisterIDsByTime(t *testing.T) {
 	held := func(b int64, ids ...string) store.HeldBucket {
 		h := store.HeldBucket{Bucket: b}
 		for _, id := range ids {
-			h.IDs = append(h.IDs, store.HeldID{Key: store.KeyOf(id)})
+			h.IDs = append(h.IDs, store.KeyOf(id))
 		}
 		return h
 	}
