@@ -85,7 +85,7 @@ type Folder interface {
 }
 
 // NewDecider returns an empty Decider folding with f (nil: none), with
-// room for about expect IDs (growing a map of millions costs more than
+// room for about expect IDs (growing a table of millions costs more than
 // filling it).
 func NewDecider(f Folder, expect int) *Decider {
 	return &Decider{fold: f, claims: newClaimTable(expect), verdicts: map[store.IDKey][]ranking.Status{},
@@ -282,8 +282,8 @@ func repeatOf(orig []ranking.Status, i int) (ranking.Status, bool) {
 // claimTable maps the IDKeys claimed to their claimRefs: open addressing
 // with linear probing in one pointer-free slice, which the collector does
 // not scan. An IDKey is SHA-256 output, so its first bytes are the hash.
-// A map of millions of pointers cost a tenth of a replay's CPU (its
-// lookups and the collector's scans).
+// A Go map in its place took a tenth of a 1M replay's CPU in its lookups
+// (cache misses on its control words) and 0.2 s to make at full size.
 type claimTable struct {
 	slots   []claimSlot
 	n       int   // slots in use
