@@ -145,18 +145,17 @@ func (s *Store) registerBucket(ctx context.Context, head registerArgs, bucket st
 func (s *Store) registerIn(ctx context.Context, head registerArgs, ids []HeldBucket, n, bits int) (int, error) {
 	mask := uint32(1)<<bits - 1
 	// the IDs in the order of their sets (a counting sort), and the
-	// verdicts of all
+	// verdicts of all (HSET field and value pairs)
 	start := make([]int, mask+2)
-	var verdictOf map[IDKey][]ranking.Status
+	var verdicts []any
 	for _, g := range ids {
 		for _, k := range g.IDs {
 			start[k.shard()&mask+1]++
 		}
-		if len(g.Verdicts) > 0 && verdictOf == nil {
-			verdictOf = map[IDKey][]ranking.Status{}
-		}
 		for k, st := range g.Verdicts {
-			verdictOf[k] = st
+			if st != nil {
+				verdicts = append(verdicts, k.fp(), verdictString(st))
+			}
 		}
 	}
 	for i := 1; i < len(start); i++ {
@@ -200,26 +199,22 @@ func (s *Store) registerIn(ctx context.Context, head registerArgs, ids []HeldBuc
 			return nil
 		})
 	}
-	var verdicts []any
+	for len(verdicts) > 0 {
+		c := min(len(verdicts), 2*registerVerdicts)
+		pipe.HSet(gctx, base+ddVerdicts, verdicts[:c]...)
+		queued++
+		verdicts = verdicts[c:]
+	}
 	i := 0
 	for i < len(order) && gctx.Err() == nil {
 		set := order[i].shard() & mask
 		j := i
 		fps := make([]any, 0, 16)
 		for ; j < len(order) && order[j].shard()&mask == set; j++ {
-			k := order[j]
-			fps = append(fps, k.fp())
-			if st, ok := verdictOf[k]; ok && st != nil {
-				verdicts = append(verdicts, k.fp(), verdictString(st))
-			}
+			fps = append(fps, order[j].fp())
 		}
 		adds = append(adds, pipe.SAdd(gctx, layer+setSuffix(set, bits), fps...))
 		queued++
-		if len(verdicts) >= 2*registerVerdicts || j == len(order) && len(verdicts) > 0 {
-			pipe.HSet(gctx, base+ddVerdicts, verdicts...)
-			queued++
-			verdicts = nil
-		}
 		if queued >= registerPipeline {
 			flush()
 		}
