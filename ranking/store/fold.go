@@ -3,7 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
-	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -91,7 +91,7 @@ func (f *Folder) Fold(ups []ranking.Update, out []ranking.Status) error {
 				tag = Tag(u.Board, u.Dims)
 			}
 			if fs = f.streams[tag]; fs == nil {
-				fs = &foldStream{st: st, board: u.Board, tag: tag, dims: slices.Clone(u.Dims), periods: map[int64]*foldPeriod{}}
+				fs = &foldStream{st: st, board: u.Board, tag: tag, dims: cloneStrings(u.Dims), periods: map[int64]*foldPeriod{}}
 				f.streams[tag] = fs
 			}
 			f.last[u.Board] = fs
@@ -140,7 +140,9 @@ func (f *Folder) Fold(ups []ranking.Update, out []ranking.Status) error {
 			continue
 		}
 		if m == nil {
-			fp.members[u.Member] = &foldMember{v: nv, q: q}
+			// a copy: u.Member is most often part of its message's
+			// decoded value, which it would keep alive until the end
+			fp.members[strings.Clone(u.Member)] = &foldMember{v: nv, q: q}
 		} else {
 			m.v = nv
 			m.q = max(m.q, q)
@@ -252,4 +254,14 @@ func execChecked(ctx context.Context, pipe redis.Pipeliner, what string) error {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
+}
+
+// cloneStrings returns a copy of ss whose strings are copies too (not
+// parts of a message kept alive by them).
+func cloneStrings(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, x := range ss {
+		out[i] = strings.Clone(x)
+	}
+	return out
 }

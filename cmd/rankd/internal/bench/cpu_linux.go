@@ -18,6 +18,17 @@ func selfCPU() (time.Duration, bool) {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
 }
 
+// selfFaults returns the minor page faults this process has taken: pages
+// of memory touched for the first time since the kernel gave them (or
+// took them back).
+func selfFaults() (int64, bool) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, false
+	}
+	return ru.Minflt, true
+}
+
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat times; 100 on every
 // Linux architecture Go supports.
 const clockTicks = 100
@@ -25,29 +36,52 @@ const clockTicks = 100
 // pidCPU returns the CPU time (user + system) process pid has used, from
 // /proc/<pid>/stat.
 func pidCPU(pid int) (time.Duration, bool) {
-	if pid <= 0 {
+	f, ok := pidStat(pid, 14, 15)
+	if !ok {
 		return 0, false
+	}
+	return time.Duration(f[0]+f[1]) * time.Second / clockTicks, true
+}
+
+// pidFaults returns the minor page faults process pid has taken, from
+// /proc/<pid>/stat.
+func pidFaults(pid int) (int64, bool) {
+	f, ok := pidStat(pid, 10)
+	if !ok {
+		return 0, false
+	}
+	return f[0], true
+}
+
+// pidStat returns the numeric fields of /proc/<pid>/stat numbered fields
+// (from 1, as proc(5) numbers them; 3 on).
+func pidStat(pid int, fields ...int) ([]int64, bool) {
+	if pid <= 0 {
+		return nil, false
 	}
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, false
+		return nil, false
 	}
 	// The command name (field 2) may hold spaces: count fields after its ')'.
 	s := string(data)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, false
+		return nil, false
 	}
-	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state): utime is field 14, stime 15
-	if len(f) < 13 {
-		return 0, false
+	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state)
+	out := make([]int64, len(fields))
+	for j, n := range fields {
+		if n < 3 || n-3 >= len(f) {
+			return nil, false
+		}
+		v, err := strconv.ParseInt(f[n-3], 10, 64)
+		if err != nil {
+			return nil, false
+		}
+		out[j] = v
 	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	return time.Duration(ut+st) * time.Second / clockTicks, true
+	return out, true
 }
 
 // readSteal reads the machine's CPU time so far from /proc/stat (its

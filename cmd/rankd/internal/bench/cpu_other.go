@@ -11,6 +11,12 @@ import (
 // selfCPU is not measured outside Linux.
 func selfCPU() (time.Duration, bool) { return 0, false }
 
+// selfFaults is not measured outside Linux.
+func selfFaults() (int64, bool) { return 0, false }
+
+// pidFaults is not measured outside Linux.
+func pidFaults(int) (int64, bool) { return 0, false }
+
 // pidCPU is not measured outside Linux.
 func pidCPU(int) (time.Duration, bool) { return 0, false }
 

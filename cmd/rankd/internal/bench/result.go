@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -127,6 +128,13 @@ type CPU struct {
 	// phase's wall time: Redis not busy for want of a CPU, not of work.
 	// Absent with --redis or outside Linux.
 	RedisWaitPct *float64 `json:"redis_wait_pct,omitempty"`
+	// ProcessFaults and RedisFaults are the minor page faults of this
+	// process and of Redis during the phase: pages of memory touched for
+	// the first time (getrusage, /proc/<pid>/stat). On some VMs each costs
+	// microseconds (docs/benchmarks.md, "Fresh memory"). Absent outside
+	// Linux, and RedisFaults with --redis.
+	ProcessFaults *int64 `json:"process_page_faults,omitempty"`
+	RedisFaults   *int64 `json:"redis_page_faults,omitempty"`
 }
 
 // Commands is where Redis spent its time, per event, from INFO
@@ -344,6 +352,18 @@ func (r *Result) WriteTable(w io.Writer) {
 			100*p.RedisBusy, p.RedisUsPerEvent, p.RedisUsPerUpdate, opt(p.ProcessUsPerEvent), opt(p.BrokerUsPerEvent), optPct(p.StealPct), optPct(p.RedisWaitPct))
 	}
 	_ = tw.Flush()
+	var faults []string
+	for _, f := range []struct {
+		name string
+		c    *CPU
+	}{{"rankd drain", cpuOf(r.Drain.Rankd)}, {"naive", cpuOf(r.Drain.Naive)}, {"seed pipelined", cpuOf(r.Drain.Seed)}, {"replay", replayCPU(r.Replay)}} {
+		if f.c != nil && f.c.ProcessFaults != nil {
+			faults = append(faults, fmt.Sprintf("%s %d / %s", f.name, *f.c.ProcessFaults, optInt(f.c.RedisFaults)))
+		}
+	}
+	if len(faults) > 0 {
+		fmt.Fprintf(w, "page faults (memory pages touched for the first time), this process / Redis: %s\n", strings.Join(faults, ", "))
+	}
 	if r.Drain.RankdOverNaive > 0 || r.Drain.RankdOverSeed > 0 {
 		fmt.Fprintf(w, "rankd drains %.1fx as fast as the naive consumer and %.2fx as fast as the seed script pipelined\n",
 			r.Drain.RankdOverNaive, r.Drain.RankdOverSeed)
@@ -407,6 +427,27 @@ func cmds(d *Drain) *Commands {
 		return nil
 	}
 	return &d.Commands
+}
+
+func cpuOf(d *Drain) *CPU {
+	if d == nil {
+		return nil
+	}
+	return &d.CPU
+}
+
+func replayCPU(r *Replay) *CPU {
+	if r == nil {
+		return nil
+	}
+	return &r.CPU
+}
+
+func optInt(v *int64) string {
+	if v == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*v, 10)
 }
 
 func opt(v *float64) string {

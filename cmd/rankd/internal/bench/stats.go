@@ -21,6 +21,9 @@ type meter struct {
 	steal                stealReading
 	redisWait            time.Duration // Redis' main thread, runnable, waiting for a CPU (pidWait)
 	haveWait             bool
+	// minor page faults of this process and of Redis (selfFaults, pidFaults)
+	selfFaults, redisFaults         int64
+	haveSelfFaults, haveRedisFaults bool
 }
 
 func (e *env) meter(ctx context.Context) (meter, error) {
@@ -42,6 +45,8 @@ func (e *env) meter(ctx context.Context) (meter, error) {
 	m.broker, m.haveBroker = pidCPU(e.brokerPID)
 	m.steal = readSteal()
 	m.redisWait, _, m.haveWait = pidWait(e.redisPID)
+	m.selfFaults, m.haveSelfFaults = selfFaults()
+	m.redisFaults, m.haveRedisFaults = pidFaults(e.redisPID)
 	return m, nil
 }
 
@@ -64,6 +69,14 @@ func cpu(before, after meter, events, updates int64, elapsed time.Duration) CPU 
 	}
 	if v := before.steal.stealPctTo(after.steal); v >= 0 {
 		c.StealPct = &v
+	}
+	if before.haveSelfFaults && after.haveSelfFaults {
+		v := after.selfFaults - before.selfFaults
+		c.ProcessFaults = &v
+	}
+	if before.haveRedisFaults && after.haveRedisFaults {
+		v := after.redisFaults - before.redisFaults
+		c.RedisFaults = &v
 	}
 	if before.haveWait && after.haveWait && elapsed > 0 {
 		v := round(100*(after.redisWait-before.redisWait).Seconds()/elapsed.Seconds(), 1)
