@@ -78,7 +78,7 @@ func replayCmdFlags(fs *pflag.FlagSet) cli.RunFunc {
 	fs.StringVar(&f.to, "to", "now", "where it ends: now (the end of the log), or an RFC 3339 `time` (dry runs only)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "decode, route and judge only: write nothing, report what would be dead-lettered")
 	fs.BoolVar(&f.yes, "yes", false, "do not ask for confirmation (needed when stdin is not a terminal)")
-	fs.IntVar(&f.batch, "batch", 5000, "most messages per `batch` applied to Redis")
+	fs.IntVar(&f.batch, "batch", replay.DefaultBatch, "most messages per `batch` applied to Redis")
 	fs.IntVar(&f.parallel, "parallel", 4, "partitions applied at once")
 	fs.StringVar(&f.progress, "progress", "auto", "`mode` of progress: bars (one per topic), log (a line every 5 s), none; auto: bars on a terminal, else log")
 	fs.StringVar(&f.metrics, "metrics", "", "serve replay metrics on this `address` at /metrics while it runs (e.g. :9101)")
