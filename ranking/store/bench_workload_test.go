@@ -51,14 +51,7 @@ func BenchmarkApplyWorkload(b *testing.B) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 4})
 	defer rdb.Close()
 	ctx := context.Background()
-	cfg, err := config.LoadBytes("example.yaml", config.Example())
-	if err != nil {
-		b.Fatal(err)
-	}
-	router, err := cfg.Router()
-	if err != nil {
-		b.Fatal(err)
-	}
+	cfg, router := store.LoadExample(b)
 	runs := 0
 	for _, size := range benchCallSizes() {
 		for _, packed := range []bool{false, true} {

@@ -2,9 +2,13 @@ package store
 
 import (
 	"context"
+	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rankd/rankd/config"
+	"github.com/rankd/rankd/ranking/ingest"
 )
 
 // SetNonce makes the Applies that follow use nonce n (so call IDs repeat,
@@ -31,4 +35,19 @@ func ProbeArgs(ctx context.Context, rdb redis.Scripter) (string, error) {
 	_, err := e.get(ctx, rdb)
 	m, _ := e.mode.Load().(string)
 	return m, err
+}
+
+// LoadExample returns the example config and its router, for the tests
+// and benchmarks that route the standard workload.
+func LoadExample(tb testing.TB) (*config.Config, *ingest.Router) {
+	tb.Helper()
+	cfg, err := config.LoadBytes("example.yaml", config.Example())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	router, err := cfg.Router()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cfg, router
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/internal/workload"
 	"github.com/rankd/rankd/ranking"
 )
@@ -18,14 +17,7 @@ import (
 // its whole message alive until the replay ends (in a 1M replay that was
 // about 30 MB more to hold, each MB of it a page fault on some VMs).
 func TestFolderKeepsNoMessage(t *testing.T) {
-	cfg, err := config.LoadBytes("example.yaml", config.Example())
-	if err != nil {
-		t.Fatal(err)
-	}
-	router, err := cfg.Router()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, router := LoadExample(t)
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never called: Fold touches no server
 	defer rdb.Close()
 	s, err := New(rdb, cfg.Boards())
@@ -74,8 +66,9 @@ func TestFolderKeepsNoMessage(t *testing.T) {
 		if len(fold) == 0 {
 			continue
 		}
-		// the decoded value the updates' strings point into: its ID's
-		// bytes are the first part of it (the decoder keeps one copy)
+		// the decoded value the updates' strings point into (the
+		// decoder copies a message's value once): the ID lies inside it,
+		// so all of it lies within len(value) of the ID's bytes
 		id := unsafe.Pointer(unsafe.StringData(e.ID))
 		values = append(values, span{uintptr(id) - uintptr(len(ev.Value)), uintptr(id) + uintptr(len(ev.Value))})
 		for _, u := range fold {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rankd/rankd/config"
 	"github.com/rankd/rankd/internal/workload"
 	"github.com/rankd/rankd/ranking"
 )
@@ -17,14 +16,7 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkPlanArgs -benchmem ./ranking/store/
 func BenchmarkPlanArgs(b *testing.B) {
-	cfg, err := config.LoadBytes("example.yaml", config.Example())
-	if err != nil {
-		b.Fatal(err)
-	}
-	router, err := cfg.Router()
-	if err != nil {
-		b.Fatal(err)
-	}
+	cfg, router := LoadExample(b)
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never called
 	defer rdb.Close()
 	s, err := New(rdb, cfg.Boards())

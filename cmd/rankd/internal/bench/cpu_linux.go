@@ -9,24 +9,15 @@ import (
 	"time"
 )
 
-// selfCPU returns the CPU time (user + system) this process has used.
-func selfCPU() (time.Duration, bool) {
+// selfUsage returns the CPU time (user + system) this process has used
+// and the minor page faults it has taken: pages of memory touched for the
+// first time since the kernel gave them (or took them back).
+func selfUsage() (cpu time.Duration, faults int64, ok bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, false
+		return 0, 0, false
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
-}
-
-// selfFaults returns the minor page faults this process has taken: pages
-// of memory touched for the first time since the kernel gave them (or
-// took them back).
-func selfFaults() (int64, bool) {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, false
-	}
-	return ru.Minflt, true
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Minflt, true
 }
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat times; 100 on every

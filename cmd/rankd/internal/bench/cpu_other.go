@@ -8,11 +8,8 @@ import (
 	"time"
 )
 
-// selfCPU is not measured outside Linux.
-func selfCPU() (time.Duration, bool) { return 0, false }
-
-// selfFaults is not measured outside Linux.
-func selfFaults() (int64, bool) { return 0, false }
+// selfUsage is not measured outside Linux.
+func selfUsage() (time.Duration, int64, bool) { return 0, 0, false }
 
 // pidFaults is not measured outside Linux.
 func pidFaults(int) (int64, bool) { return 0, false }

@@ -21,9 +21,9 @@ type meter struct {
 	steal                stealReading
 	redisWait            time.Duration // Redis' main thread, runnable, waiting for a CPU (pidWait)
 	haveWait             bool
-	// minor page faults of this process and of Redis (selfFaults, pidFaults)
-	selfFaults, redisFaults         int64
-	haveSelfFaults, haveRedisFaults bool
+	// minor page faults of this process and of Redis (selfUsage, pidFaults)
+	selfFaults, redisFaults int64
+	haveRedisFaults         bool
 }
 
 func (e *env) meter(ctx context.Context) (meter, error) {
@@ -41,11 +41,10 @@ func (e *env) meter(ctx context.Context) (meter, error) {
 		sum += f
 	}
 	m.redis = time.Duration(sum * float64(time.Second))
-	m.self, m.haveSelf = selfCPU()
+	m.self, m.selfFaults, m.haveSelf = selfUsage()
 	m.broker, m.haveBroker = pidCPU(e.brokerPID)
 	m.steal = readSteal()
 	m.redisWait, _, m.haveWait = pidWait(e.redisPID)
-	m.selfFaults, m.haveSelfFaults = selfFaults()
 	m.redisFaults, m.haveRedisFaults = pidFaults(e.redisPID)
 	return m, nil
 }
@@ -60,8 +59,8 @@ func cpu(before, after meter, events, updates int64, elapsed time.Duration) CPU 
 		RedisUsPerUpdate: perUs(redis, updates),
 	}
 	if before.haveSelf && after.haveSelf {
-		v := perUs(after.self-before.self, events)
-		c.ProcessUsPerEvent = &v
+		v, f := perUs(after.self-before.self, events), after.selfFaults-before.selfFaults
+		c.ProcessUsPerEvent, c.ProcessFaults = &v, &f
 	}
 	if before.haveBroker && after.haveBroker {
 		v := perUs(after.broker-before.broker, events)
@@ -69,10 +68,6 @@ func cpu(before, after meter, events, updates int64, elapsed time.Duration) CPU 
 	}
 	if v := before.steal.stealPctTo(after.steal); v >= 0 {
 		c.StealPct = &v
-	}
-	if before.haveSelfFaults && after.haveSelfFaults {
-		v := after.selfFaults - before.selfFaults
-		c.ProcessFaults = &v
 	}
 	if before.haveRedisFaults && after.haveRedisFaults {
 		v := after.redisFaults - before.redisFaults
