@@ -31,7 +31,8 @@ type Decider struct {
 	// bucket is unknown), step the resolution of the times kept, in ms
 	width, step int64
 	mu          sync.Mutex
-	claims      claimTable // the batch that applies the ID: its claimRef's index in refs
+	claims      claimTable    // the batch that applies the ID: its claimRef's index in refs
+	made        chan struct{} // closed once claims is made (NewDecider)
 	verdicts    map[store.IDKey][]ranking.Status
 	refs        []*claimRef            // every batch's, for Held
 	parts       map[partitionKey]int32 // an index per partition
@@ -81,15 +82,27 @@ func (d *Decider) ref(b *claimBatch, part int32, at int64) *claimRef {
 // Folder is what a Decider folds updates with: store.Folder.
 type Folder interface {
 	Foldable(board string) bool
-	Fold(ups []ranking.Update, out []ranking.Status) error
+	FoldAt(ups []ranking.Update, at []int, out []ranking.Status) error
 }
 
 // NewDecider returns an empty Decider folding with f (nil: none), with
 // room for about expect IDs (growing a table of millions costs more than
 // filling it).
 func NewDecider(f Folder, expect int) *Decider {
-	return &Decider{fold: f, claims: newClaimTable(expect), verdicts: map[store.IDKey][]ranking.Status{},
-		parts: map[partitionKey]int32{}}
+	d := &Decider{fold: f, verdicts: map[store.IDKey][]ranking.Status{}, parts: map[partitionKey]int32{}, made: make(chan struct{})}
+	if expect < 1<<16 {
+		d.claims = newClaimTable(expect)
+		close(d.made)
+		return d
+	}
+	// A table for millions is tens of MB, most of whose cost is the
+	// kernel's first touch of each page: it is made while the replay
+	// connects and fetches, not before (the first claim waits for it).
+	go func() {
+		d.claims = newClaimTable(expect)
+		close(d.made)
+	}()
+	return d
 }
 
 // BucketBy makes Held give each ID the dedupe bucket (of width ttl, the
@@ -147,6 +160,7 @@ type claimReq struct {
 // another, overlap; one claim at a time among the batch's other work,
 // each waited for its miss alone (about 400 ns a claim in a replay).
 func (d *Decider) claimAll(cs []claimReq, batch *claimBatch) {
+	<-d.made
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.claims.touch(cs)
@@ -220,6 +234,7 @@ func (d *Decider) verdict(ctx context.Context, key store.IDKey, batch *claimBatc
 // once, when every batch is done. It returns an error when an Apply
 // failed.
 func (d *Decider) Held(now time.Time) ([]store.HeldBucket, error) {
+	<-d.made
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.failed != nil {

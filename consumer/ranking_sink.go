@@ -241,7 +241,7 @@ func (s *RankingSink) plan(msgs []kafka.Message, start map[partitionKey]streamPo
 			hdrs = append(hdrs, ingest.Header{Key: h.Key, Value: h.Value})
 		}
 		ev := &sc.events[i]
-		if err := schema.DecodeTo(ev, m.Topic, m.Partition, m.Offset, m.Value, hdrs, m.Time); err != nil {
+		if err := schema.DecodeToKept(ev, m.Topic, m.Partition, m.Offset, m.Value, hdrs, m.Time); err != nil {
 			mp.reason, mp.err = reasonOf(err), err
 			continue
 		}
@@ -445,7 +445,9 @@ func (s *RankingSink) applyDecided(ctx context.Context, d *Decider, msgs []kafka
 	)
 	if d.fold != nil {
 		folds = make([]int, 0, len(p.ups))
-		rests = make([]ranking.Update, 0, len(p.ups)) // never grows: an event's rest stays where it was put
+		// most updates fold (room for an eighth not folding): when rests
+		// grows, the events' Updates before stay in the old array, unchanged
+		rests = make([]ranking.Update, 0, len(p.ups)/8+1)
 	}
 	evs := make([]store.Event, 0, len(p.evs))
 	var (
@@ -501,11 +503,8 @@ func (s *RankingSink) applyDecided(ctx context.Context, d *Decider, msgs []kafka
 	}
 	r, err := s.store.Apply(ctx, evs, p.marks...)
 	if err == nil && len(folds) > 0 {
-		ups, out := make([]ranking.Update, len(folds)), make([]ranking.Status, len(folds))
-		for j, k := range folds {
-			ups[j] = p.ups[k]
-		}
-		if err = d.fold.Fold(ups, out); err == nil {
+		out := make([]ranking.Status, len(folds))
+		if err = d.fold.FoldAt(p.ups, folds, out); err == nil {
 			r.Status = append(r.Status, out...)
 			r.Repeated = append(r.Repeated, make([]bool, len(out))...)
 			sent = append(sent, folds...)

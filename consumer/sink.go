@@ -20,7 +20,9 @@ import (
 // failed call must not count twice).
 //
 // Apply must honour ctx: when it is done, Apply returns promptly with an
-// error. The consumer calls Apply from several workers at once.
+// error. The consumer calls Apply from several workers at once. The
+// messages' keys and values are not written after they are fetched, so
+// Apply may keep pointers into them (RankingSink's decoded strings do).
 type Sink interface {
 	Apply(ctx context.Context, msgs []kafka.Message) ([]DeadLetter, error)
 }

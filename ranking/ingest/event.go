@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/rankd/rankd/ranking"
 )
@@ -291,16 +292,28 @@ func (s *Schema) Decode(topic string, partition int, offset int64, value []byte,
 // one of an earlier Decode or DecodeTo that is not used any more. On error
 // ev holds no event.
 func (s *Schema) DecodeTo(ev *Event, topic string, partition int, offset int64, value []byte, headers []Header, msgTime time.Time) error {
+	return s.decodeReset(ev, topic, partition, offset, value, headers, msgTime, false)
+}
+
+// DecodeToKept is DecodeTo of a value that stays as it is for as long as
+// ev, or any string it gave out, is in use: their strings point into value
+// instead of into a copy of it (a message's value read from Kafka is its
+// own allocation, which no one writes after).
+func (s *Schema) DecodeToKept(ev *Event, topic string, partition int, offset int64, value []byte, headers []Header, msgTime time.Time) error {
+	return s.decodeReset(ev, topic, partition, offset, value, headers, msgTime, true)
+}
+
+func (s *Schema) decodeReset(ev *Event, topic string, partition int, offset int64, value []byte, headers []Header, msgTime time.Time, kept bool) error {
 	ev.Reset()
-	if err := s.decodeTo(ev, topic, partition, offset, value, headers, msgTime); err != nil {
+	if err := s.decodeTo(ev, topic, partition, offset, value, headers, msgTime, kept); err != nil {
 		ev.Reset()
 		return err
 	}
 	return nil
 }
 
-// decodeTo is DecodeTo into ev, just Reset.
-func (s *Schema) decodeTo(ev *Event, topic string, partition int, offset int64, value []byte, headers []Header, msgTime time.Time) error {
+// decodeTo is DecodeTo into ev, just Reset; with kept, DecodeToKept.
+func (s *Schema) decodeTo(ev *Event, topic string, partition int, offset int64, value []byte, headers []Header, msgTime time.Time, kept bool) error {
 	if s.MaxBytes > 0 && len(value) > s.MaxBytes {
 		return permanent(ReasonTooLarge, "message of %d bytes exceeds %d", len(value), s.MaxBytes)
 	}
@@ -349,9 +362,13 @@ func (s *Schema) decodeTo(ev *Event, topic string, partition int, offset int64, 
 		ev.vals = make([]fieldValue, n)
 	}
 	ev.Missing = ev.missBuf[:0]
-	// The strings of small messages share one copy of it.
+	// The strings of small messages share one copy of it (kept: share it).
 	msg := ""
-	if len(value) <= maxSharedMessage {
+	switch {
+	case len(value) > maxSharedMessage || len(value) == 0:
+	case kept:
+		msg = unsafe.String(&value[0], len(value))
+	default:
 		msg = string(value)
 	}
 	if err := s.decodeFields(ev, value, members, found, msg); err != nil {

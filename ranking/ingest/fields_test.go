@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestParseIntBytes: the copy-free parse of plain integers agrees with
@@ -205,5 +206,33 @@ func TestDecodeTo(t *testing.T) {
 			!ev.Time.Equal(want.Time) || !slices.Equal(ev.Missing, want.Missing) || !reflect.DeepEqual(ev.Fields(), want.Fields()) {
 			t.Fatalf("message %d: DecodeTo gave %+v %v, Decode %+v %v", i, ev, ev.Fields(), want, want.Fields())
 		}
+	}
+}
+
+// TestDecodeToKept: DecodeToKept gives what DecodeTo gives, and its
+// strings point into the value instead of into a copy (DecodeTo's do
+// not: its caller may write the value afterwards).
+func TestDecodeToKept(t *testing.T) {
+	ss := testSchemas(t)
+	value := []byte(`{"id":"g1","ts":1763700000000,"user_id":"u1","anchor_id":"a1","room_id":"r1","zone":"z","gift_id":"rose","count":3,"coins":3}`)
+	inside := func(s string) bool {
+		p, lo := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(&value[0]))
+		return p >= lo && p < lo+uintptr(len(value))
+	}
+	var kept, copied Event
+	if err := ss["gift"].DecodeToKept(&kept, "gift", 1, 7, value, nil, testNow); err != nil {
+		t.Fatal(err)
+	}
+	if err := ss["gift"].DecodeTo(&copied, "gift", 1, 7, value, nil, testNow); err != nil {
+		t.Fatal(err)
+	}
+	if kept.ID != "g1" || kept.ID != copied.ID || !reflect.DeepEqual(kept.Fields(), copied.Fields()) {
+		t.Fatalf("DecodeToKept gave %q %v, DecodeTo %q %v", kept.ID, kept.Fields(), copied.ID, copied.Fields())
+	}
+	if !inside(kept.ID) {
+		t.Errorf("DecodeToKept's ID %q is a copy", kept.ID)
+	}
+	if inside(copied.ID) {
+		t.Errorf("DecodeTo's ID %q points into the value", copied.ID)
 	}
 }

@@ -68,21 +68,26 @@ func TestFolder(t *testing.T) {
 					first := !seen[ev.ID]
 					seen[ev.ID] = true
 					var ups []ranking.Update
-					var idx []int
+					var idx, fidx []int
 					for k, u := range ev.Updates {
 						switch {
 						case !first:
 							got[at+k] = res.Status[at+k] // a duplicate: what the Decider repeats (TestDecidedEvents)
 						case f.Foldable(u.Board):
-							st := make([]ranking.Status, 1)
-							if err := f.Fold([]ranking.Update{u}, st); err != nil {
-								t.Fatal(err)
-							}
-							got[at+k] = st[0]
-							folds++
+							fidx = append(fidx, k) // folded where they are, as the replay's sink does
 						default:
 							ups, idx = append(ups, u), append(idx, at+k)
 						}
+					}
+					if len(fidx) > 0 {
+						st := make([]ranking.Status, len(fidx))
+						if err := f.FoldAt(ev.Updates, fidx, st); err != nil {
+							t.Fatal(err)
+						}
+						for j, k := range fidx {
+							got[at+k] = st[j]
+						}
+						folds += len(fidx)
 					}
 					if len(ups) > 0 {
 						rest, restIdx = append(rest, store.Event{ID: ev.ID, Updates: ups, Decided: true}), append(restIdx, idx)
