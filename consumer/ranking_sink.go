@@ -445,9 +445,10 @@ func (s *RankingSink) applyDecided(ctx context.Context, d *Decider, msgs []kafka
 	)
 	if d.fold != nil {
 		folds = make([]int, 0, len(p.ups))
-		// most updates fold (room for an eighth not folding): when rests
-		// grows, the events' Updates before stay in the old array, unchanged
-		rests = make([]ranking.Update, 0, len(p.ups)/8+1)
+		// the updates that do not fold, of events some of whose updates
+		// fold (a gift: one of seven): when rests grows, the events'
+		// Updates before stay in the old array, unchanged
+		rests = make([]ranking.Update, 0, len(p.ups)/4+1)
 	}
 	evs := make([]store.Event, 0, len(p.evs))
 	var (
@@ -480,20 +481,25 @@ func (s *RankingSink) applyDecided(ctx context.Context, d *Decider, msgs []kafka
 		ups := p.ups[mp.lo:mp.hi:mp.hi]
 		if d.fold != nil {
 			// the updates the folder takes leave the event; the others stay
-			// one event, in order
-			r0 := len(rests)
+			// one event, in order: the event's own updates when none folds
+			s0, f0 := len(sent), len(folds)
 			for k := mp.lo; k < mp.hi; k++ {
 				if d.fold.Foldable(p.ups[k].Board) {
 					folds = append(folds, k)
 				} else {
-					rests = append(rests, p.ups[k])
 					sent = append(sent, k)
 				}
 			}
-			if len(rests) == r0 {
+			switch {
+			case len(sent) == s0:
 				continue
+			case len(folds) > f0:
+				r0 := len(rests)
+				for _, k := range sent[s0:] {
+					rests = append(rests, p.ups[k])
+				}
+				ups = rests[r0:len(rests):len(rests)]
 			}
-			ups = rests[r0:len(rests):len(rests)]
 		} else {
 			for k := mp.lo; k < mp.hi; k++ {
 				sent = append(sent, k)
