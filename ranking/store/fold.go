@@ -85,9 +85,11 @@ func (f *Folder) fold(ups []ranking.Update, at []int, out []ranking.Status, n in
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i := range n {
-		u := &ups[i]
+		var u *ranking.Update
 		if at != nil {
 			u = &ups[at[i]]
+		} else {
+			u = &ups[i]
 		}
 		st, err := f.s.board(u.Board)
 		if err != nil {
