@@ -1,8 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -12,7 +15,8 @@ import (
 )
 
 // Folder applies the updates of the boards it can fold (Foldable: sums
-// over a total or periodic window, without keep_top or base) in memory,
+// over a total or periodic window, keep_top and base boards included) in
+// memory,
 // with the verdicts apply.lua would give them one by one in the order
 // given, and then writes the final state once (Flush): one ZADD per period
 // key for all its members, with the counts, stream times, expiries and
@@ -48,8 +52,12 @@ type foldPeriod struct {
 }
 
 // foldMember is one member's value and latest tie (floor(ms / tie unit))
-// of its applied updates.
-type foldMember struct{ v, q int64 }
+// of its applied updates, and on a base board the greatest base of its
+// events (hasB: one had a base and the script would keep it).
+type foldMember struct {
+	v, q, b int64
+	hasB    bool
+}
 
 // NewFolder returns an empty Folder of this generation's store.
 func (s *Store) NewFolder() *Folder {
@@ -62,8 +70,15 @@ func (f *Folder) Foldable(board string) bool {
 	return st != nil && f.foldable(st)
 }
 
+// A sum board folds unless it is rolling: its members' final values are
+// the same in any order of their updates. With keep_top (whose values must
+// be positive, so a member's score only grows) the sorted set the script
+// leaves is the top keep_top of the final scores: a member trimmed once
+// stays out until an update of its own puts it back.
 func (f *Folder) foldable(st *boardState) bool {
-	return !f.s.cluster && st.fast && st.b.Window != ranking.WindowRolling
+	b := st.b
+	return !f.s.cluster && b.Aggregate == ranking.AggSum && b.Window != ranking.WindowRolling &&
+		(b.KeepTop == 0 || b.Order == ranking.Desc)
 }
 
 // Fold applies ups, all of Foldable boards, in order, and writes their
@@ -141,6 +156,10 @@ func (f *Folder) fold(ups []ranking.Update, at []int, out []ranking.Status, n in
 			out[i] = ranking.StatusOutOfRange
 			continue
 		}
+		if st.b.KeepTop > 0 && u.Value <= 0 {
+			out[i] = ranking.StatusOutOfRange
+			continue
+		}
 		m := fp.members[u.Member]
 		// |old| <= hi: a value beyond 2*hi leaves the range whatever the
 		// old one (and old + value cannot overflow below that)
@@ -152,6 +171,29 @@ func (f *Folder) fold(ups []ranking.Update, at []int, out []ranking.Status, n in
 		if m != nil {
 			nv += m.v
 		}
+		// a base board, as apply.lua: the value is the greatest base of the
+		// member's events (0 for an event without one) plus their values
+		withBase, nb := st.b.HasBase, int64(0)
+		if withBase {
+			if u.HasBase {
+				nb = u.Base
+			}
+			var ok bool
+			if m == nil {
+				nv, ok = addInt(nv, nb)
+			} else if nb > m.b {
+				var d int64
+				if d, ok = subInt(nb, m.b); ok {
+					nv, ok = addInt(nv, d)
+				}
+			} else {
+				ok, withBase = true, false // a base not greater changes nothing
+			}
+			if !ok {
+				out[i] = ranking.StatusOutOfRange
+				continue
+			}
+		}
 		if nv > st.hi || nv < st.lo {
 			out[i] = ranking.StatusOutOfRange
 			continue
@@ -159,10 +201,14 @@ func (f *Folder) fold(ups []ranking.Update, at []int, out []ranking.Status, n in
 		if m == nil {
 			// a copy: u.Member is most often part of its message's
 			// decoded value, which it would keep alive until the end
-			fp.members[strings.Clone(u.Member)] = &foldMember{v: nv, q: q}
+			m = &foldMember{v: nv, q: q}
+			fp.members[strings.Clone(u.Member)] = m
 		} else {
 			m.v = nv
 			m.q = max(m.q, q)
+		}
+		if withBase {
+			m.b, m.hasB = nb, true
 		}
 		fp.applied++
 		out[i] = ranking.StatusApplied
@@ -178,11 +224,14 @@ const (
 )
 
 // Flush writes what was folded: per period key one ZADD of its members
-// (in slices of foldZAddMembers), its expiry and event count, and per
-// board the dims registry, as apply.lua would have left them (the
+// (in slices of foldZAddMembers; on a keep_top board its top keep_top
+// only, with every member's exact score in a hash beside it, and on a base
+// board the bases in another: flushKept), its expiry and event count, and
+// per board the dims registry, as apply.lua would have left them (the
 // expiries count from the stream's latest event time at the end of the
-// fold; a folded board is not rolling, so its streams keep no meta). It returns the members written. It writes absolute
-// values only, so after an error it may be run again.
+// fold; a folded board is not rolling, so its streams keep no meta). It
+// returns the members written. It writes absolute values only, so after
+// an error it may be run again.
 func (f *Folder) Flush(ctx context.Context) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -210,30 +259,41 @@ func (f *Folder) Flush(ctx context.Context) (int, error) {
 			if st.b.Window == ranking.WindowTotal {
 				key, field, tbase = Key(s.prefix, fs.tag, KindTotal, PeriodAll), PeriodAll, ranking.FloorDiv(st.epochMs, st.unitMs)
 			}
-			zs := make([]redis.Z, 0, min(len(fp.members), foldZAddMembers))
-			for member, m := range fp.members {
-				score, err := st.codec.Encode(m.v, m.q-tbase)
-				if err != nil {
-					return members, fmt.Errorf("writing folded boards: %s %q: %w", key, member, err)
-				}
-				zs = append(zs, redis.Z{Score: score, Member: member})
-				if len(zs) == foldZAddMembers {
-					pipe.ZAdd(ctx, key, zs...)
-					members, n = members+len(zs), n+1
-					zs = zs[:0]
-					if err := exec(false); err != nil {
-						return members, err
+			var hashes []string // written beside key: they expire with it
+			if st.fast {
+				zs := make([]redis.Z, 0, min(len(fp.members), foldZAddMembers))
+				for member, m := range fp.members {
+					score, err := st.codec.Encode(m.v, m.q-tbase)
+					if err != nil {
+						return members, fmt.Errorf("writing folded boards: %s %q: %w", key, member, err)
+					}
+					zs = append(zs, redis.Z{Score: score, Member: member})
+					if len(zs) == foldZAddMembers {
+						pipe.ZAdd(ctx, key, zs...)
+						members, n = members+len(zs), n+1
+						zs = zs[:0]
+						if err := exec(false); err != nil {
+							return members, err
+						}
 					}
 				}
-			}
-			if len(zs) > 0 {
-				pipe.ZAdd(ctx, key, zs...)
-				members, n = members+len(zs), n+1
+				if len(zs) > 0 {
+					pipe.ZAdd(ctx, key, zs...)
+					members, n = members+len(zs), n+1
+				}
+			} else {
+				cmds, written, hs, err := flushKept(ctx, pipe, key, st, fp, tbase)
+				if err != nil {
+					return members, err
+				}
+				members, n, hashes = members+written, n+cmds, hs
 			}
 			if st.retMs > 0 && fs.hasST {
 				ttl := max(endMs(fp.p)+st.retMs-fs.stMs, minTTL)
-				pipe.PExpire(ctx, key, msDuration(ttl))
-				n++
+				for _, k := range append(hashes, key) {
+					pipe.PExpire(ctx, k, msDuration(ttl))
+					n++
+				}
 			}
 			pipe.HSet(ctx, counts, field, fp.applied) // the key starts empty: the script's HINCRBY, and Flush may run again
 			counted = true
@@ -253,6 +313,67 @@ func (f *Folder) Flush(ctx context.Context) (int, error) {
 		n++
 	}
 	return members, exec(true)
+}
+
+// flushKept queues the writes of a period of a keep_top or base board as
+// apply.lua leaves it: the sorted set at key (on a keep_top board only the
+// top keep_top, as its trims leave it: the greatest scores, and of equal
+// ones the greatest members), every member's exact score in
+// key+suffixExact (keep_top) and the greatest bases in key+suffixBase. It
+// returns the commands and members queued and the hashes written.
+func flushKept(ctx context.Context, pipe redis.Pipeliner, key string, st *boardState, fp *foldPeriod, tbase int64) (cmds, written int, hashes []string, err error) {
+	type scored struct {
+		member string
+		score  float64
+	}
+	all := make([]scored, 0, len(fp.members))
+	var exact, bases []any
+	for member, m := range fp.members {
+		score, err := st.codec.Encode(m.v, m.q-tbase)
+		if err != nil {
+			return cmds, written, nil, fmt.Errorf("writing folded boards: %s %q: %w", key, member, err)
+		}
+		all = append(all, scored{member, score})
+		if st.b.KeepTop > 0 {
+			exact = append(exact, member, strconv.FormatInt(int64(score), 10))
+		}
+		if m.hasB {
+			bases = append(bases, member, strconv.FormatInt(m.b, 10))
+		}
+	}
+	for _, h := range []struct {
+		key    string
+		fields []any
+	}{{key + suffixExact, exact}, {key + suffixBase, bases}} {
+		if len(h.fields) == 0 {
+			continue
+		}
+		hashes = append(hashes, h.key)
+		for fs := h.fields; len(fs) > 0; {
+			c := min(len(fs), 2*foldZAddMembers)
+			pipe.HSet(ctx, h.key, fs[:c]...)
+			cmds, fs = cmds+1, fs[c:]
+		}
+	}
+	if k := st.b.KeepTop; k > 0 && len(all) > k {
+		slices.SortFunc(all, func(a, b scored) int {
+			if c := cmp.Compare(b.score, a.score); c != 0 {
+				return c
+			}
+			return strings.Compare(b.member, a.member)
+		})
+		all = all[:k]
+	}
+	for len(all) > 0 {
+		c := min(len(all), foldZAddMembers)
+		zs := make([]redis.Z, c)
+		for i, e := range all[:c] {
+			zs[i] = redis.Z{Score: e.score, Member: e.member}
+		}
+		pipe.ZAdd(ctx, key, zs...)
+		cmds, written, all = cmds+1, written+c, all[c:]
+	}
+	return cmds, written, hashes, nil
 }
 
 // msDuration is ms milliseconds.
@@ -281,4 +402,16 @@ func cloneStrings(ss []string) []string {
 		out[i] = strings.Clone(x)
 	}
 	return out
+}
+
+// addInt is a + b, and whether it did not overflow.
+func addInt(a, b int64) (int64, bool) {
+	c := a + b
+	return c, (c > a) == (b > 0)
+}
+
+// subInt is a - b, and whether it did not overflow.
+func subInt(a, b int64) (int64, bool) {
+	c := a - b
+	return c, (c < a) == (b > 0)
 }
