@@ -226,7 +226,7 @@ const (
 // Flush writes what was folded: per period key one ZADD of its members
 // (in slices of foldZAddMembers; on a keep_top board its top keep_top
 // only, with every member's exact score in a hash beside it, and on a base
-// board the bases in another: flushKept), its expiry and event count, and
+// board the bases in another: flushPeriod), its expiry and event count, and
 // per board the dims registry, as apply.lua would have left them (the
 // expiries count from the stream's latest event time at the end of the
 // fold; a folded board is not rolling, so its streams keep no meta). It
@@ -259,35 +259,11 @@ func (f *Folder) Flush(ctx context.Context) (int, error) {
 			if st.b.Window == ranking.WindowTotal {
 				key, field, tbase = Key(s.prefix, fs.tag, KindTotal, PeriodAll), PeriodAll, ranking.FloorDiv(st.epochMs, st.unitMs)
 			}
-			var hashes []string // written beside key: they expire with it
-			if st.fast {
-				zs := make([]redis.Z, 0, min(len(fp.members), foldZAddMembers))
-				for member, m := range fp.members {
-					score, err := st.codec.Encode(m.v, m.q-tbase)
-					if err != nil {
-						return members, fmt.Errorf("writing folded boards: %s %q: %w", key, member, err)
-					}
-					zs = append(zs, redis.Z{Score: score, Member: member})
-					if len(zs) == foldZAddMembers {
-						pipe.ZAdd(ctx, key, zs...)
-						members, n = members+len(zs), n+1
-						zs = zs[:0]
-						if err := exec(false); err != nil {
-							return members, err
-						}
-					}
-				}
-				if len(zs) > 0 {
-					pipe.ZAdd(ctx, key, zs...)
-					members, n = members+len(zs), n+1
-				}
-			} else {
-				cmds, written, hs, err := flushKept(ctx, pipe, key, st, fp, tbase)
-				if err != nil {
-					return members, err
-				}
-				members, n, hashes = members+written, n+cmds, hs
+			cmds, written, hashes, err := flushPeriod(ctx, pipe, key, st, fp, tbase)
+			if err != nil {
+				return members, err
 			}
+			members, n = members+written, n+cmds
 			if st.retMs > 0 && fs.hasST {
 				ttl := max(endMs(fp.p)+st.retMs-fs.stMs, minTTL)
 				for _, k := range append(hashes, key) {
@@ -315,13 +291,14 @@ func (f *Folder) Flush(ctx context.Context) (int, error) {
 	return members, exec(true)
 }
 
-// flushKept queues the writes of a period of a keep_top or base board as
-// apply.lua leaves it: the sorted set at key (on a keep_top board only the
-// top keep_top, as its trims leave it: the greatest scores, and of equal
-// ones the greatest members), every member's exact score in
-// key+suffixExact (keep_top) and the greatest bases in key+suffixBase. It
-// returns the commands and members queued and the hashes written.
-func flushKept(ctx context.Context, pipe redis.Pipeliner, key string, st *boardState, fp *foldPeriod, tbase int64) (cmds, written int, hashes []string, err error) {
+// flushPeriod queues the writes of a folded period as apply.lua leaves
+// it: the sorted set at key (on a keep_top board only the top keep_top, as
+// its trims leave it: the greatest scores, and of equal ones the greatest
+// members), and on a keep_top board every member's exact score in
+// key+suffixExact, on a base board the greatest bases in key+suffixBase.
+// It returns the commands and members queued and the hashes written
+// beside key (they expire with it).
+func flushPeriod(ctx context.Context, pipe redis.Pipeliner, key string, st *boardState, fp *foldPeriod, tbase int64) (cmds, written int, hashes []string, err error) {
 	type scored struct {
 		member string
 		score  float64
