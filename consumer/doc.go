@@ -18,16 +18,21 @@
 // # The loop
 //
 // A Consumer runs Config.Workers workers; each is one member of the
-// consumer group with its own kafka-go Reader (synchronous commits), so
-// several processes and workers share the partitions. Each worker:
+// consumer group with its own partition readers, so several processes and
+// workers share the partitions. Each worker:
 //
 //	fetch -> batch (BatchCount, BatchBytes or Linger, whichever first)
-//	      -> Sink.Apply -> write dead letters -> commit the highest offset
-//	         per partition of the batch
+//	      -> Sink.Apply -> write dead letters -> hand the highest offset
+//	         per partition of the batch to its committer
 //
-// and only then fetches the next batch. At most one batch per worker is in
-// hand, plus the reader's bounded queue (QueueCapacity), so a slow Redis
-// slows fetching instead of growing memory.
+// and then takes its next batch, while the committer commits in the
+// background: one commit in flight, the offsets handed over meanwhile
+// merged per partition (newest wins) into the next. A commit is not on the
+// path from fetch to visible: the boards change at the apply, and a
+// partition's next reader starts where Redis says it stands. At most one
+// batch per worker is in hand, plus the readers' bounded queue
+// (QueueCapacity), so a slow Redis slows fetching instead of growing
+// memory.
 //
 // # Guarantees
 //
@@ -52,9 +57,10 @@
 // for as long as it takes; they are logged at the top of the retry loop and
 // counted in rankd_consumer_retries_total. Workers never exit on an error.
 //
-// A commit that keeps failing is different: it is retried CommitAttempts
-// times and then given up, the batch dropped from memory, and the worker
-// moves on. This is deliberate. Commit failures happen mostly around
+// A commit that keeps failing is different: the committer retries it
+// CommitAttempts times (the offsets handed over meanwhile join the retry)
+// and then gives it up, while the worker goes on applying. This is
+// deliberate. Commit failures happen mostly around
 // rebalances, when the batch's partitions may already belong to another
 // member, and a worker cannot re-fetch from a kafka-go group reader anyway.
 // Giving up is safe: the batch is applied, so a later commit of the same
@@ -67,7 +73,8 @@
 // # Shutdown
 //
 // When Run's context is done the workers stop fetching, apply, dead-letter
-// and commit the batch in hand within Config.ShutdownTimeout, close their
+// and commit the batch in hand (and any commit still pending) within
+// Config.ShutdownTimeout, close their
 // readers (leaving the group, so the partitions move at once), and the
 // dead-letter writer is closed. The caller closes Redis after Run returns.
 package consumer

@@ -18,7 +18,8 @@ import (
 
 // worker is one group member: a kafka-go ConsumerGroup, whose generations
 // hand it partitions with their committed offsets, and per generation the
-// loop fetch -> batch -> Sink.Apply -> dead letters -> commit. It reads
+// loop fetch -> batch -> Sink.Apply -> dead letters -> commit (in the
+// background: committer). It reads
 // each partition from where the sink says it stands (Positioner), which
 // after Redis lost writes is behind the committed offset.
 type worker struct {
@@ -187,7 +188,7 @@ const groupCloseWait = 3 * time.Second
 
 // generation consumes the partitions of one group generation until it
 // ends (a rebalance: gctx) or ctx is done.
-func (w *worker) generation(ctx, gctx, hard context.Context, gen *kafka.Generation) error {
+func (w *worker) generation(ctx, gctx, hard context.Context, gen *kafka.Generation) (err error) {
 	lctx, cancel := context.WithCancelCause(gctx)
 	defer cancel(nil)
 	defer context.AfterFunc(ctx, func() { cancel(errStopping) })()
@@ -212,6 +213,13 @@ func (w *worker) generation(ctx, gctx, hard context.Context, gen *kafka.Generati
 	recheck := time.NewTicker(haltRecheck)
 	defer recheck.Stop()
 	b := &batch{maxCount: w.cfg.BatchCount, maxBytes: w.cfg.BatchBytes}
+	// the commits end before the generation does: its connection commits
+	c := newCommitter(w, lctx, hard, gen)
+	defer func() {
+		if cerr := c.finish(); err == nil {
+			err = cerr
+		}
+	}()
 	for {
 		if len(f.ch) == 0 && len(f.rest.msgs) == 0 {
 			w.behind.Store(false) // nothing waits: caught up
@@ -219,12 +227,9 @@ func (w *worker) generation(ctx, gctx, hard context.Context, gen *kafka.Generati
 		woke := w.fill(lctx, f, b, recheck.C)
 		if len(b.msgs) > 0 {
 			w.behind.Store(behind(w.cfg, f, b))
-			if err := w.process(lctx, hard, gen, f, b); err != nil {
+			if err := w.process(lctx, hard, f, b, c); err != nil {
 				return err
 			}
-			now := mono()
-			w.latency.Store(now - b.first)
-			w.latestAt.Store(now)
 			b.reset()
 		}
 		if lctx.Err() != nil {
@@ -477,13 +482,13 @@ func truncated(offset, first int64) string {
 	return fmt.Sprintf("its messages from offset %d are not applied, and Kafka holds them only from offset %d on (retention deleted the rest): rebuild the boards with rankd replay", offset, first)
 }
 
-// process applies a batch, writes its dead letters and commits it. Apply
-// and dead-letter failures are retried with backoff, on the same batch and
-// without fetching more, until they succeed or hard ends (shutdown
-// timeout); commit failures are retried CommitAttempts times. A
+// process applies a batch, writes its dead letters and hands its offsets
+// to the committer. Apply and dead-letter failures are retried with
+// backoff, on the same batch and without fetching more, until they
+// succeed or hard ends (shutdown timeout). A
 // RepositionError moves or halts its partitions, whose messages leave the
 // batch; the rest is applied at once.
-func (w *worker) process(lctx, hard context.Context, gen *kafka.Generation, f *feed, b *batch) error {
+func (w *worker) process(lctx, hard context.Context, f *feed, b *batch, c *committer) error {
 	w.m.batchSize.Observe(float64(len(b.msgs)))
 	var dead []DeadLetter
 	applied := false
@@ -527,7 +532,7 @@ func (w *worker) process(lctx, hard context.Context, gen *kafka.Generation, f *f
 			return fmt.Errorf("worker %d: batch of %d messages not applied within the shutdown timeout: %w", w.id, len(b.msgs), err)
 		}
 	}
-	return w.commit(lctx, hard, gen, b)
+	return c.add(b)
 }
 
 // reposition restarts or halts the partitions of re and drops their
@@ -555,51 +560,6 @@ func (w *worker) reposition(lctx context.Context, f *feed, b *batch, re *Reposit
 	}
 	clear(b.msgs[len(kept):])
 	b.msgs = kept
-}
-
-// commit commits the highest offset per partition of an applied batch.
-//
-// A commit that keeps failing (a broker outage) is given up after
-// CommitAttempts and the batch dropped from memory: its messages are
-// applied, and Redis holds the position they reached, from which the
-// partition's next reader resumes. When the generation ended while the
-// batch was applied (a rebalance), nothing is committed: the partitions
-// may belong to another member now.
-func (w *worker) commit(lctx, hard context.Context, gen *kafka.Generation, b *batch) error {
-	if lctx.Err() != nil && !shuttingDown(lctx) && w.stop.Err() == nil {
-		w.m.commitSkips.Inc()
-		w.log.Info("group rebalanced while the batch was applied; not committing it", "messages", len(b.msgs))
-		return nil
-	}
-	offs := map[string]map[int]int64{}
-	for _, m := range b.offsets() {
-		if offs[m.Topic] == nil {
-			offs[m.Topic] = map[int]int64{}
-		}
-		offs[m.Topic][m.Partition] = m.Offset + 1
-	}
-	for attempt := 1; ; attempt++ {
-		err := commitWithin(hard, w.cfg.CommitTimeout, func() error { return gen.CommitOffsets(offs) })
-		if err == nil {
-			w.progress.Store(time.Now().UnixNano())
-			w.noteCommitted(offs)
-			return nil
-		}
-		if hard.Err() != nil {
-			return fmt.Errorf("worker %d: applied batch of %d messages not committed within the shutdown timeout (it will be redelivered): %w", w.id, len(b.msgs), err)
-		}
-		if attempt >= w.cfg.CommitAttempts || errors.Is(err, kafka.RebalanceInProgress) || errors.Is(err, kafka.IllegalGeneration) {
-			w.m.commitDrops.Inc()
-			w.log.Warn("committing offsets failed; giving up on this batch (redis holds its position; a later commit or the next reader covers it)",
-				"attempts", attempt, "err", err)
-			return nil
-		}
-		w.m.retries.WithLabelValues("commit").Inc()
-		w.log.Warn("committing offsets failed; retrying", "attempt", attempt, "err", err)
-		if !Sleep(hard, Backoff(attempt, w.cfg.RetryMin, w.cfg.RetryMax)) {
-			return fmt.Errorf("worker %d: applied batch of %d messages not committed within the shutdown timeout (it will be redelivered): %w", w.id, len(b.msgs), err)
-		}
-	}
 }
 
 // noteCommitted records offsets committed in the current generation.
