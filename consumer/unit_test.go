@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -289,5 +290,44 @@ func TestLingerCountsFromFirstFetch(t *testing.T) {
 	<-done
 	if len(b.msgs) != 5 {
 		t.Errorf("batch of %d messages, want 5 (both chunks, taken while lingering)", len(b.msgs))
+	}
+}
+
+// TestCommitterPending: the offsets handed over while a commit is in
+// flight wait merged per partition, the newest batch winning even when it
+// is lower (a partition rewound after Redis lost writes resumes committing
+// from where it re-applied), with the oldest batch's fetch time.
+func TestCommitterPending(t *testing.T) {
+	c := &committer{wake: make(chan struct{}, 1)}
+	batchOf := func(first int64, ms ...kafka.Message) *batch {
+		return &batch{msgs: ms, first: first}
+	}
+	if err := c.add(batchOf(7, kafka.Message{Topic: "a", Partition: 0, Offset: 99}, kafka.Message{Topic: "a", Partition: 0, Offset: 100},
+		kafka.Message{Topic: "b", Partition: 2, Offset: 5})); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.add(batchOf(9, kafka.Message{Topic: "a", Partition: 0, Offset: 50}, kafka.Message{Topic: "a", Partition: 1, Offset: 3})); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.wake) != 1 {
+		t.Fatalf("wake holds %d signals, want 1", len(c.wake))
+	}
+	offs, n, first := c.take()
+	want := map[string]map[int]int64{"a": {0: 51, 1: 4}, "b": {2: 6}}
+	if fmt.Sprint(offs) != fmt.Sprint(want) || n != 5 || first != 7 {
+		t.Fatalf("pending %v of %d messages, first fetched at %d; want %v of 5, at 7", offs, n, first, want)
+	}
+	if offs, n, _ := c.take(); offs != nil || n != 0 {
+		t.Fatalf("taken twice: %v of %d messages", offs, n)
+	}
+	if err := c.add(batchOf(11, kafka.Message{Topic: "a", Partition: 0, Offset: 60})); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, first := c.take(); first != 11 {
+		t.Fatalf("after a take, the next batch's fetch time is %d, want 11", first)
+	}
+	c.err = errors.New("stopped")
+	if err := c.add(batchOf(12, kafka.Message{Topic: "a", Partition: 0, Offset: 61})); err == nil {
+		t.Fatal("a committer that stopped on an error took more offsets")
 	}
 }
