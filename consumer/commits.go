@@ -143,10 +143,7 @@ func (c *committer) commit() bool {
 			return true
 		}
 		if c.hard.Err() != nil {
-			c.mu.Lock()
-			c.err = fmt.Errorf("worker %d: applied batches of %d messages not committed within the shutdown timeout (they will be redelivered): %w", w.id, n, err)
-			c.mu.Unlock()
-			return false
+			return c.stopped(n, err)
 		}
 		if attempt >= w.cfg.CommitAttempts || errors.Is(err, kafka.RebalanceInProgress) || errors.Is(err, kafka.IllegalGeneration) {
 			w.m.commitDrops.Inc()
@@ -157,10 +154,7 @@ func (c *committer) commit() bool {
 		w.m.retries.WithLabelValues("commit").Inc()
 		w.log.Warn("committing offsets failed; retrying", "attempt", attempt, "err", err)
 		if !Sleep(c.hard, Backoff(attempt, w.cfg.RetryMin, w.cfg.RetryMax)) {
-			c.mu.Lock()
-			c.err = fmt.Errorf("worker %d: applied batches of %d messages not committed within the shutdown timeout (they will be redelivered): %w", w.id, n, err)
-			c.mu.Unlock()
-			return false
+			return c.stopped(n, err)
 		}
 		// newer batches join the retry, their offsets winning
 		// (into a new map: an attempt given up on may still be reading offs)
@@ -179,4 +173,14 @@ func (c *committer) commit() bool {
 			offs, n = merged, n+m
 		}
 	}
+}
+
+// stopped records that the offsets of n applied messages were not
+// committed within the shutdown timeout (the last attempt failing with
+// err), which stops the committer; it returns false.
+func (c *committer) stopped(n int, err error) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.err = fmt.Errorf("worker %d: applied batches of %d messages not committed within the shutdown timeout (they will be redelivered): %w", c.w.id, n, err)
+	return false
 }
